@@ -1,0 +1,3 @@
+module github.com/iwarpgo/iwarp
+
+go 1.26
