@@ -131,12 +131,13 @@ type Stream struct {
 	queues  []queue
 	stopped atomic.Bool
 
-	slots   []slot
-	next    uint32 // sequence number of the next segment to deliver
-	msgLen  uint64 // payload delivered so far of the current tagged message
-	current Header // header of the segment between Begin and End
-	active  bool
-	fault   bool
+	slots    []slot
+	next     uint32   // sequence number of the next segment to deliver
+	msgLen   uint64   // payload delivered so far of the current tagged message
+	current  Header   // header of the segment between Begin and End
+	delivery Delivery // reused for every delivery
+	active   bool
+	fault    bool
 }
 
 // NewStream returns a stream ready to receive.
@@ -233,12 +234,15 @@ func (s *Stream) Begin(seq uint32, raw []byte, n int) (Header, Target, error) {
 	if d := seq - s.next; d >= s.window {
 		return h, Target{}, ErrWindow
 	}
-	t, terr := s.check(&h, n)
+	// s.current rather than h: a pointer to it handed to the ULP does not
+	// make every segment's header escape to the heap.
+	s.current = h
+	t, terr := s.check(&s.current, n)
 	if terr != nil {
 		s.stop(terr, raw[:hl], hl+n)
 		return h, Target{}, terr
 	}
-	s.current, s.active = h, true
+	s.active = true
 	return h, t, nil
 }
 
@@ -397,11 +401,12 @@ func (s *Stream) deliver() {
 		if !sl.h.Last {
 			continue
 		}
-		d := Delivery{Header: sl.h, Len: uint32(s.msgLen)}
+		d := &s.delivery
+		*d = Delivery{Header: sl.h, Len: uint32(s.msgLen)}
 		s.msgLen = 0
 		if !sl.h.Tagged {
 			d.Len = sl.h.MO + sl.n
-			if e := s.consume(&d); e != nil {
+			if e := s.consume(d); e != nil {
 				var raw [MaxHeaderLen]byte
 				s.stop(e, sl.h.Append(raw[:0]), UntaggedHeaderLen+int(sl.n))
 				return
@@ -412,7 +417,7 @@ func (s *Stream) deliver() {
 			ev.WRID = d.Buffer.ID
 			s.obs.Observe(ev)
 		}
-		s.ulp.Deliver(&d)
+		s.ulp.Deliver(d)
 	}
 }
 

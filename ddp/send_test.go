@@ -1,0 +1,228 @@
+package ddp
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+)
+
+// recorder is an LLP that keeps every segment it is given.
+type recorder struct {
+	mulpdu int
+	segs   [][]byte
+}
+
+func (r *recorder) MULPDU() int { return r.mulpdu }
+func (r *recorder) WriteSegment(hdr []byte, payload [][]byte) error {
+	seg := append([]byte(nil), hdr...)
+	for _, p := range payload {
+		seg = append(seg, p...)
+	}
+	r.segs = append(r.segs, seg)
+	return nil
+}
+
+type wantSeg struct {
+	last bool
+	off  uint64 // TO or MO
+	n    int
+}
+
+func checkSegs(t *testing.T, r *recorder, tagged bool, want []wantSeg, msg []byte) {
+	t.Helper()
+	if len(r.segs) != len(want) {
+		t.Fatalf("%d segments, want %d", len(r.segs), len(want))
+	}
+	var pos int
+	for i, seg := range r.segs {
+		h, hl, err := ParseHeader(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seg) > r.mulpdu {
+			t.Errorf("segment %d is %d octets, over the MULPDU %d", i, len(seg), r.mulpdu)
+		}
+		off := uint64(h.MO)
+		if tagged {
+			off = h.TO
+		}
+		got := wantSeg{h.Last, off, len(seg) - hl}
+		if got != want[i] || h.Tagged != tagged || h.DV != 1 {
+			t.Errorf("segment %d: %+v (%v), want %+v", i, got, h, want[i])
+		}
+		if !bytes.Equal(seg[hl:], msg[pos:pos+got.n]) {
+			t.Errorf("segment %d carries the wrong bytes", i)
+		}
+		pos += got.n
+	}
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+	return b
+}
+
+// RFC 5041 §5.2: "if the ULP Untagged Message was 2048 octets, and the
+// MULPDU was 1500 octets, the Data Source would generate two DDP
+// Segments, one with MO = 0, containing 1482 octets of ULP Payload, and a
+// second with MO = 1482, containing 566 octets of ULP Payload."
+func TestSegmentRFCUntaggedExample(t *testing.T) {
+	r := &recorder{mulpdu: 1500}
+	s := NewSender(r, 3, 0, nil)
+	msg := pattern(2048)
+	msn, err := s.SendUntagged([5]byte{0x43}, 0, [][]byte{msg})
+	if err != nil || msn != 1 {
+		t.Fatalf("SendUntagged = %d, %v; want MSN 1 (RFC 5041 §4.3: the initial MSN MUST be one)", msn, err)
+	}
+	checkSegs(t, r, false, []wantSeg{{false, 0, 1482}, {true, 1482, 566}}, msg)
+}
+
+// RFC 5041 §5.2: "if the ULP Tagged Message was 2048 octets with an
+// initial TO of 16384, and the MULPDU was 1500 octets, the Data Source
+// would generate two DDP Segments: one with TO = 16384, containing the
+// first 1486 octets of ULP payload, and a second with TO = 17870,
+// containing 562 octets of ULP payload."
+func TestSegmentRFCTaggedExample(t *testing.T) {
+	r := &recorder{mulpdu: 1500}
+	s := NewSender(r, 3, 0, nil)
+	msg := pattern(2048)
+	if err := s.SendTagged(0x40, 0x1234, 16384, [][]byte{msg}); err != nil {
+		t.Fatal(err)
+	}
+	checkSegs(t, r, true, []wantSeg{{false, 16384, 1486}, {true, 17870, 562}}, msg)
+}
+
+// seeds/000 §3.4: an RDMA Write of 8192 octets in 2048-octet payloads,
+// from TO 0x1000.
+func TestSegmentSeedTaggedExample(t *testing.T) {
+	r := &recorder{mulpdu: 2048 + TaggedHeaderLen}
+	s := NewSender(r, 3, 0, nil)
+	msg := pattern(8192)
+	if err := s.SendTagged(0x40, 0x1234, 0x1000, [][]byte{msg[:100], msg[100:5000], msg[5000:]}); err != nil {
+		t.Fatal(err)
+	}
+	checkSegs(t, r, true, []wantSeg{{false, 0x1000, 2048}, {false, 0x1800, 2048}, {false, 0x2000, 2048}, {true, 0x2800, 2048}}, msg)
+	if h, _, _ := ParseHeader(r.segs[3]); h.STag != 0x1234 || h.RsvdULP[0] != 0x40 {
+		t.Fatalf("last segment %v", h)
+	}
+}
+
+// seeds/000 §4.5: a Send of 6000 octets in 2048-octet payloads; its MSN
+// there is 47, so 46 messages go first (the seed's MSN rule is corrected
+// to the RFC's: the first MSN is one).
+func TestSegmentSeedUntaggedExample(t *testing.T) {
+	r := &recorder{mulpdu: 2048 + UntaggedHeaderLen}
+	s := NewSender(r, 3, 0, nil)
+	for i := 0; i < 46; i++ {
+		if _, err := s.SendUntagged([5]byte{0x43}, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.segs = nil
+	msg := pattern(6000)
+	msn, err := s.SendUntagged([5]byte{0x43}, 0, [][]byte{msg})
+	if err != nil || msn != 47 {
+		t.Fatalf("MSN %d, %v", msn, err)
+	}
+	checkSegs(t, r, false, []wantSeg{{false, 0, 2048}, {false, 2048, 2048}, {true, 4096, 1904}}, msg)
+}
+
+// "A zero-length DDP Message is allowed and MUST consume exactly one DDP
+// Segment." (RFC 5041 §5.2)
+func TestSegmentZeroLength(t *testing.T) {
+	r := &recorder{mulpdu: 100}
+	s := NewSender(r, 3, 0, nil)
+	if err := s.SendTagged(0x40, 7, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SendUntagged([5]byte{0x43}, 0, [][]byte{{}, {}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.segs) != 2 || len(r.segs[0]) != TaggedHeaderLen || len(r.segs[1]) != UntaggedHeaderLen {
+		t.Fatalf("segments %x", r.segs)
+	}
+	for _, seg := range r.segs {
+		if !Control(seg[0]).Last() {
+			t.Fatal("zero-length segment without L")
+		}
+	}
+}
+
+func TestMSNPerQueueAndWrap(t *testing.T) {
+	r := &recorder{mulpdu: 100}
+	s := NewSender(r, 3, 0, nil)
+	for qn, want := range []uint32{1, 1, 1} {
+		if msn, _ := s.SendUntagged([5]byte{}, uint32(qn), nil); msn != want {
+			t.Fatalf("QN %d first MSN %d", qn, msn)
+		}
+	}
+	s.msn[0] = 0xffffffff
+	if msn, _ := s.SendUntagged([5]byte{}, 0, nil); msn != 0xffffffff {
+		t.Fatal(msn)
+	}
+	// "The MSN value MUST wrap to 0 after a value of 0xFFFFFFFF."
+	if msn, _ := s.SendUntagged([5]byte{}, 0, nil); msn != 0 {
+		t.Fatalf("after 0xffffffff came MSN %d", msn)
+	}
+	if _, err := s.SendUntagged([5]byte{}, 3, nil); err == nil {
+		t.Fatal("QN 3 accepted on a 3-queue stream")
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	s := NewSender(&recorder{mulpdu: TaggedHeaderLen}, 3, 0, nil)
+	if err := s.SendTagged(0, 1, 0, [][]byte{{1}}); err == nil {
+		t.Fatal("MULPDU with no room for payload accepted")
+	}
+	s = NewSender(&recorder{mulpdu: 100}, 3, 0, nil)
+	if err := s.SendTagged(0, 1, ^uint64(0), [][]byte{{1, 2}}); err != ErrTOWrap {
+		t.Fatalf("TO wrap: %v", err)
+	}
+	if err := s.SendTagged(0, 1, ^uint64(0), [][]byte{{1}}); err != nil {
+		t.Fatalf("last octet at TO 2^64-1: %v", err)
+	}
+}
+
+type nopLLP struct{ mulpdu int }
+
+func (n nopLLP) MULPDU() int                           { return n.mulpdu }
+func (nopLLP) WriteSegment(_ []byte, _ [][]byte) error { return nil }
+
+func TestSendAllocs(t *testing.T) {
+	s := NewSender(nopLLP{1500}, 3, 0, nil)
+	msg := [][]byte{pattern(30000), pattern(1000)}
+	allocs := testing.AllocsPerRun(100, func() {
+		s.SendTagged(0x40, 1, 0, msg)
+		s.SendUntagged([5]byte{0x43}, 0, msg)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per message", allocs)
+	}
+}
+
+func BenchmarkSendTagged(b *testing.B) {
+	for _, size := range []int{64, 4096, 65536} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			s := NewSender(nopLLP{1500}, 3, 0, nil)
+			msg := [][]byte{pattern(size)}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				s.SendTagged(0x40, 1, 0, msg)
+			}
+		})
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "MiB"
+	case n >= 1024 && n%1024 == 0:
+		return strconv.Itoa(n>>10) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}
