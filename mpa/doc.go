@@ -1,0 +1,66 @@
+// Package mpa is the wire side of MPA, Marker PDU Aligned Framing for TCP
+// (RFC 5044), with the enhanced connection setup of RFC 6581: the lower
+// layer protocol that carries DDP segments (RFC 5041) over a TCP byte
+// stream.
+//
+// What it implements:
+//
+//   - RFC 5044 §7.1.1 and RFC 6581 §6: the MPA Request and Reply Frames
+//     (Frame, ParseFrame, ReadFrame), with the M, C, R and S bits, Rev 1
+//     and 2, and up to 512 octets of Private Data; Negotiate turns a
+//     Request and a Reply into the Options of each half connection.
+//   - RFC 6581 §9: the enhanced RDMA connection establishment data at the
+//     start of the Private Data: IRD, ORD, the peer-to-peer bit and the
+//     three RTR indication bits (EnhancedData).
+//   - RFC 5044 §4.1: the FPDU: ULPDU_Length, ULPDU, PAD, CRC.
+//   - RFC 5044 §4.2-4.3: Markers every 512 octets of the stream, counted
+//     from the first octet of Full Operation, with FPDUPTR pointing back
+//     at the ULPDU_Length field, 0x0000 for a Marker between FPDUs.
+//   - RFC 5044 §4.4: CRC32c as iSCSI computes it, over the ULPDU_Length
+//     field, the ULPDU, the PAD and every Marker of the FPDU, including a
+//     Marker just before the ULPDU_Length field and one just before the
+//     CRC field. The CRC field is sent least significant octet first, as
+//     RFC 5044 Figures 5 and 6 show.
+//   - RFC 5044 §4.5: MULPDU from the EMSS.
+//   - RFC 5044 §6 and §8: FPDU identification by ULPDU_Length, CRC and
+//     Marker checks, errors as term.Error with MPA's codes.
+//
+// The codecs (Frame, EnhancedData, Marker, AppendFPDU, ParseFPDU) work on
+// byte slices. Writer and Reader are the streaming forms over a TCP
+// connection: Writer sends each FPDU as one gather write without copying
+// the payload; Reader reads each ULPDU straight into the caller's memory,
+// stripping Markers and computing the CRC on the way. Neither allocates
+// per FPDU.
+//
+// The state machine of the Startup Phase (who sends which frame when,
+// Rule 4 of §7.1.2 that the Responder receives an FPDU before it sends
+// one, the RTR indication of RFC 6581) belongs to the connection code
+// that uses this package.
+//
+// Choices and known deviations:
+//
+//   - A Reader puts ULPDU octets into the caller's buffer before the CRC
+//     at the end of the FPDU has been checked; RFC 5044 §6 says "An MPA
+//     receiver MUST first verify the FPDU before passing the ULPDU to
+//     DDP". The octets count as passed only when Finish returns nil: the
+//     caller may place them but must not deliver them before. Linux siw
+//     and iWARP hardware place before the CRC check in the same way.
+//   - An ULPDU_Length below 14 (MinULPDU, the shortest DDP header) or
+//     above Options.MaxULPDU is reported as term.MPAInvalidFrame (code 4,
+//     whose registered name speaks of startup frames). RFC 5044 §8 has no
+//     code for a bad ULPDU_Length; the framing after such a field cannot
+//     be trusted, so the Reader stops there instead of reading up to
+//     65535 octets to check a CRC.
+//   - Markers are checked on every Marker, in order (RFC 5044 §8 makes
+//     that optional for in-order reception); a mismatch is reported only
+//     if the FPDU's CRC is valid, as §8 code 3 says.
+//   - The Reader only reads in order; it does not use Markers to find
+//     FPDUs after a gap (§6 methods 2-3 are for optimized MPA/TCP).
+//   - A Marker can never fall inside the 2-octet ULPDU_Length field or
+//     the CRC field: FPDUs and Markers are multiples of 4 octets and
+//     start at SeqStart, so both fields begin 4-aligned.
+//   - Rev: Rev 1 and Rev 2 are accepted; any other is an invalid frame.
+//     In a Rev 1 frame the S bit is a reserved bit and is ignored.
+//   - With CRCs off the Writer sends zero in the CRC field (RFC 5044
+//     §4.4 allows generating them anyway; Linux siw sends zero).
+package mpa

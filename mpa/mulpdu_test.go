@@ -1,0 +1,45 @@
+package mpa
+
+import "testing"
+
+func TestMULPDU(t *testing.T) {
+	cases := []struct {
+		emss    int
+		markers bool
+		want    int
+	}{
+		{1460, false, 1454},               // 1460 - (6 + 0)
+		{1460, true, 1460 - (6 + 4*3)},    // ceil(1460/512) = 3
+		{1448, false, 1442},               // 1448 - 6 (timestamps on)
+		{1448, true, 1448 - (6 + 4*3)},    //
+		{1461, false, 1461 - (6 + 1)},     // EMSS mod 4 = 1
+		{1463, true, 1463 - (6 + 12 + 3)}, //
+		{512, true, 512 - (6 + 4)},        // exactly one interval
+		{513, true, 513 - (6 + 8 + 1)},    //
+		{8948, false, 8942},               // jumbo frames
+		{65483, false, 65483 - (6 + 3)},   // loopback MSS
+		{100, false, 128},                 // "MUST NOT shrink the MULPDU below 128 octets"
+		{0, true, 128},
+		{-5, false, 128},
+		{1 << 20, false, MaxULPDU}, // the field's limit
+	}
+	for _, tc := range cases {
+		if got := MULPDU(tc.emss, tc.markers); got != tc.want {
+			t.Errorf("MULPDU(%d, %v) = %d, want %d", tc.emss, tc.markers, got, tc.want)
+		}
+	}
+	// The FPDU of a MULPDU-sized ULPDU fits in EMSS wherever it starts.
+	for emss := 128; emss <= 9000; emss += 7 {
+		for _, markers := range []bool{false, true} {
+			m := MULPDU(emss, markers)
+			if m == MinMULPDU {
+				continue
+			}
+			for pos := uint64(0); pos < 512; pos += 4 {
+				if n := WireLen(m, pos, markers); n > emss {
+					t.Fatalf("EMSS %d markers %v pos %d: FPDU %d octets", emss, markers, pos, n)
+				}
+			}
+		}
+	}
+}

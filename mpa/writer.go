@@ -1,0 +1,190 @@
+package mpa
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+)
+
+// maxMarkersPerFPDU bounds the Markers one FPDU can hold: its wire length
+// is at most 2 + 65535 + 3 + 4 octets plus the Markers, one per 508 other
+// octets, plus one before the ULPDU_Length field.
+const maxMarkersPerFPDU = (LengthFieldLen+MaxULPDU+3+CRCLen)/(MarkerInterval-MarkerLen) + 2
+
+// zeros backs the PAD slices. Nothing writes to it.
+var zeros [3]byte
+
+// Writer is the sending half of MPA Full Operation (RFC 5044 §4): it turns
+// ULPDUs (DDP segments) into FPDUs on an io.Writer, normally the
+// *net.TCPConn the startup frames were exchanged on.
+//
+// Each WriteFPDU is one gather write (net.Buffers, which is writev(2) on a
+// TCP connection) of the ULPDU_Length field, the caller's header and
+// payload slices, the PAD, the CRC and any Markers, without copying the
+// payload: the Writer keeps a small scratch area for the fields it makes
+// and a reused slice of slices, so a WriteFPDU allocates nothing once the
+// slice of slices has grown to the largest gather list used.
+//
+// A Writer is not safe for concurrent use; DDP serialises a stream's sends.
+// After a write error the stream's framing is lost and every later call
+// returns the same error.
+type Writer struct {
+	w    io.Writer
+	opts Options
+	// pos is the stream position of the next octet, counted from SeqStart
+	// (the Writer's first octet): Markers are due where pos%512 == 0.
+	pos uint64
+	err error
+
+	// Octets the Writer makes: ULPDU_Length, CRC and the Markers.
+	lf      [LengthFieldLen]byte
+	crc     [CRCLen]byte
+	markers [maxMarkersPerFPDU][MarkerLen]byte
+	nm      int // Markers used in the current FPDU
+
+	bufs [][]byte    // the gather list; its backing array is reused
+	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
+	run  uint32      // running CRC of the current FPDU
+}
+
+// NewWriter returns a Writer that writes FPDUs to w with the given
+// options. The first octet it writes is the first octet of Full Operation
+// (SeqStart, RFC 5044 §4.3): create it right after the startup frames.
+func NewWriter(w io.Writer, o Options) *Writer {
+	return &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
+}
+
+// Options returns the Writer's options.
+func (w *Writer) Options() Options { return w.opts }
+
+// Offset returns the number of octets written since SeqStart.
+func (w *Writer) Offset() uint64 { return w.pos }
+
+// MULPDU returns the Options' MaxULPDU limit (MaxULPDU when unset): the
+// largest ULPDU WriteFPDU accepts. DDP should size its segments with
+// MULPDU(emss, markers), which is normally much smaller.
+func (w *Writer) MULPDU() int { return w.opts.maxULPDU() }
+
+// WriteFPDU sends one FPDU whose ULPDU is hdr followed by the payload
+// slices (RFC 5044 §4.1): ULPDU_Length, the ULPDU, PAD to a multiple of
+// four octets, the CRC (CRC32c when Options.CRC, else zero) and, with
+// Options.Markers, a Marker wherever one is due (RFC 5044 §4.3).
+//
+// It does not retain hdr or the payload slices after it returns, and does
+// not modify them. An ULPDU longer than Options.MaxULPDU gives
+// ErrULPDUTooLong and writes nothing.
+func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	l := len(hdr)
+	for _, p := range payload {
+		l += len(p)
+	}
+	if l > w.opts.maxULPDU() {
+		return ErrULPDUTooLong
+	}
+	start := w.pos
+	w.bufs = w.bufs[:0]
+	w.nm = 0
+	w.run = 0
+	var fpduStart uint64
+	if w.opts.Markers && markerDue(w.pos) {
+		// A Marker due before the ULPDU_Length field falls between FPDUs
+		// (or precedes the first one): FPDUPTR 0x0000, and "the Marker
+		// MUST be included in the CRC calculation of the FPDU following
+		// the Marker" (RFC 5044 §4.3).
+		w.addMarker(0)
+	}
+	fpduStart = w.pos
+	binary.BigEndian.PutUint16(w.lf[:], uint16(l))
+	ok := w.add(w.lf[:], fpduStart)
+	ok = ok && w.add(hdr, fpduStart)
+	for _, p := range payload {
+		ok = ok && w.add(p, fpduStart)
+	}
+	ok = ok && w.add(zeros[:PadLen(l)], fpduStart)
+	if ok && w.opts.Markers && markerDue(w.pos) {
+		// "If there is a Marker immediately following the PAD, the
+		// Marker is included in the CRC calculation for this FPDU."
+		// (RFC 5044 §4.4)
+		ok = w.markerAt(fpduStart)
+	}
+	if !ok {
+		// A Marker would be more than 65535 octets from the ULPDU_Length
+		// field: possible only with a MaxULPDU close to 65535.
+		clear(w.bufs)
+		w.pos = start
+		return ErrULPDUTooLong
+	}
+	var c uint32
+	if w.opts.CRC {
+		c = w.run
+	}
+	PutCRC(w.crc[:], c)
+	w.bufs = append(w.bufs, w.crc[:])
+	w.pos += CRCLen
+
+	w.nb = w.bufs
+	_, err := w.nb.WriteTo(w.w)
+	w.nb = nil
+	clear(w.bufs) // keep no reference to the caller's memory
+	if err != nil {
+		w.err = connLost(err)
+		if err == io.EOF {
+			w.err = connLost(io.ErrUnexpectedEOF)
+		}
+		return w.err
+	}
+	return nil
+}
+
+// add appends p to the gather list, cut where Markers are due, and runs
+// the CRC over it. It reports false if a Marker's FPDUPTR would overflow.
+func (w *Writer) add(p []byte, fpduStart uint64) bool {
+	for len(p) > 0 {
+		if w.opts.Markers && markerDue(w.pos) {
+			if !w.markerAt(fpduStart) {
+				return false
+			}
+		}
+		c := len(p)
+		if w.opts.Markers {
+			c = min(c, toNextMarker(w.pos))
+		}
+		w.bufs = append(w.bufs, p[:c])
+		if w.opts.CRC {
+			w.run = crcUpdate(w.run, p[:c])
+		}
+		w.pos += uint64(c)
+		p = p[c:]
+	}
+	return true
+}
+
+// markerAt inserts a Marker inside the FPDU whose ULPDU_Length field is
+// at fpduStart: "FPDUPTR MUST contain the number of octets in the TCP
+// stream from the beginning of the ULPDU Length field to the first octet
+// of the Marker" (RFC 5044 §4.3).
+func (w *Writer) markerAt(fpduStart uint64) bool {
+	d := w.pos - fpduStart
+	if d > 0xffff || w.nm == len(w.markers) {
+		return false
+	}
+	w.addMarker(uint16(d))
+	return true
+}
+
+func (w *Writer) addMarker(fpduptr uint16) {
+	m := w.markers[w.nm][:]
+	w.nm++
+	putMarker(m, fpduptr)
+	w.bufs = append(w.bufs, m)
+	if w.opts.CRC {
+		// "All MPA Markers are included in the containing FPDU CRC
+		// calculation (when both CRCs and Markers are in use)."
+		// (RFC 5044 §4.3)
+		w.run = crcUpdate(w.run, m)
+	}
+	w.pos += MarkerLen
+}
