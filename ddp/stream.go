@@ -99,6 +99,23 @@ type queue struct {
 	head    int
 	count   int
 	headMSN uint32
+	source  BufferSource
+}
+
+// BufferSource supplies a queue's buffers on demand: a shared receive
+// queue that several streams draw from.
+type BufferSource interface {
+	// TakeBuffer removes and returns the next buffer, if there is one.
+	TakeBuffer() (Buffer, bool)
+}
+
+// SetSource makes queue qn draw buffers from src when a segment arrives
+// for an MSN that has no buffer yet, in MSN order: the stream's next new
+// message takes the source's next buffer.
+func (s *Stream) SetSource(qn uint32, src BufferSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queues[qn].source = src
 }
 
 // slot records one placed segment until it is delivered.
@@ -321,6 +338,17 @@ func (s *Stream) checkUntagged(h *Header, n int) (Target, *term.Error) {
 	// for, but was not, has no buffer available; one already consumed, or
 	// further ahead than the queue can ever hold, is outside the range.
 	d := h.MSN - q.headMSN
+	if q.source != nil {
+		for d >= uint32(q.count) && d < uint32(len(q.bufs)) {
+			b, ok := q.source.TakeBuffer()
+			if !ok {
+				break
+			}
+			i := (q.head + q.count) % len(q.bufs)
+			q.bufs[i], q.lens[i] = b, b.Len()
+			q.count++
+		}
+	}
 	switch {
 	case d < uint32(q.count):
 	case d < uint32(len(q.bufs)):

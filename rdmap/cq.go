@@ -1,0 +1,223 @@
+package rdmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Status is a completion's status. The names are the ones users of verbs
+// expect.
+type Status uint8
+
+// The completion statuses.
+const (
+	StatusSuccess        Status = 0x00 // SUCCESS
+	StatusLocLenErr      Status = 0x01 // LOC_LEN_ERR: a local length error
+	StatusLocQPOpErr     Status = 0x02 // LOC_QP_OP_ERR: a local queue pair operation error
+	StatusLocProtErr     Status = 0x03 // LOC_PROT_ERR: a local protection error
+	StatusWRFlushErr     Status = 0x04 // WR_FLUSH_ERR: flushed because the stream stopped
+	StatusRemAccessErr   Status = 0x05 // REM_ACCESS_ERR: the peer refused the access
+	StatusRemOpErr       Status = 0x06 // REM_OP_ERR: the peer failed the operation
+	StatusRemInvReqErr   Status = 0x07 // REM_INV_REQ_ERR: the peer found the request invalid
+	StatusRetryExcErr    Status = 0x08 // RETRY_EXC_ERR: the transport gave up
+	StatusRNRRetryExcErr Status = 0x09 // RNR_RETRY_EXC_ERR: the receiver was not ready, too often
+	StatusInvSTagErr     Status = 0x0a // INV_STAG_ERR: an STag could not be invalidated
+	StatusBaseBoundsErr  Status = 0x0b // BASE_BOUNDS_ERR: a base or bounds violation
+	StatusAccessErr      Status = 0x0c // ACCESS_ERR: an access rights violation
+)
+
+var statusNames = [...]string{"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+	"REM_ACCESS_ERR", "REM_OP_ERR", "REM_INV_REQ_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR",
+	"INV_STAG_ERR", "BASE_BOUNDS_ERR", "ACCESS_ERR"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%#x)", uint8(s))
+}
+
+// WorkOp says which operation a completion is for.
+type WorkOp uint8
+
+// The operations a completion can report.
+const (
+	WorkSend WorkOp = iota + 1
+	WorkWrite
+	WorkRead
+	WorkRecv
+	WorkLocalInvalidate
+)
+
+func (o WorkOp) String() string {
+	switch o {
+	case WorkSend:
+		return "SEND"
+	case WorkWrite:
+		return "RDMA_WRITE"
+	case WorkRead:
+		return "RDMA_READ"
+	case WorkRecv:
+		return "RECV"
+	case WorkLocalInvalidate:
+		return "LOCAL_INV"
+	}
+	return fmt.Sprintf("WorkOp(%d)", uint8(o))
+}
+
+// Completion flags.
+const (
+	FlagInvalidated uint8 = 1 << iota // a received Send with Invalidate invalidated InvalidatedSTag
+	FlagSolicited                     // a received Send asked for a Solicited Event
+)
+
+// Completion is a completion queue entry.
+type Completion struct {
+	WRID            uint64
+	Status          Status
+	Op              WorkOp
+	ByteLen         uint32
+	InvalidatedSTag uint32
+	Flags           uint8
+	QP              *QueuePair
+	// Err explains a status other than SUCCESS when there is more to say
+	// (the Terminate triple, for one).
+	Err error
+}
+
+// ErrCQOverrun is reported (as a CQ_ERROR event) when a completion queue
+// is full.
+var ErrCQOverrun = errors.New("rdmap: completion queue overrun")
+
+// CompletionQueue holds completions of one or more queue pairs.
+type CompletionQueue struct {
+	dev *Device
+
+	mu      sync.Mutex // guards everything below
+	ring    []Completion
+	head, n int
+	armed   bool
+	solOnly bool
+	notify  chan struct{}
+	wake    chan struct{} // closed and replaced whenever a completion arrives
+	overrun bool
+}
+
+// NewCompletionQueue returns a completion queue that holds up to depth
+// completions.
+func (d *Device) NewCompletionQueue(depth int) *CompletionQueue {
+	if depth <= 0 {
+		depth = 1024
+	}
+	return &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{})}
+}
+
+func (cq *CompletionQueue) push(c Completion, solicited bool) {
+	cq.mu.Lock()
+	if cq.n == len(cq.ring) {
+		first := !cq.overrun
+		cq.overrun = true
+		cq.mu.Unlock()
+		if first {
+			cq.dev.event(AsyncEvent{Type: EventCQError, CQ: cq, Err: ErrCQOverrun})
+		}
+		return
+	}
+	cq.ring[(cq.head+cq.n)%len(cq.ring)] = c
+	cq.n++
+	close(cq.wake)
+	cq.wake = make(chan struct{})
+	fire := cq.armed && (!cq.solOnly || solicited || c.Status != StatusSuccess)
+	if fire {
+		cq.armed = false
+	}
+	cq.mu.Unlock()
+	if fire {
+		select {
+		case cq.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Poll moves up to len(out) completions into out and returns how many.
+func (cq *CompletionQueue) Poll(out []Completion) int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	k := 0
+	for ; k < len(out) && cq.n > 0; k++ {
+		out[k] = cq.ring[cq.head]
+		cq.ring[cq.head] = Completion{}
+		cq.head = (cq.head + 1) % len(cq.ring)
+		cq.n--
+	}
+	return k
+}
+
+// Wait returns the next completion, waiting for one until ctx is done.
+func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
+	var one [1]Completion
+	for {
+		cq.mu.Lock()
+		wake := cq.wake
+		cq.mu.Unlock()
+		if cq.Poll(one[:]) == 1 {
+			return one[0], nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return Completion{}, ctx.Err()
+		}
+	}
+}
+
+// Arm asks for one notification on Notify when the next completion
+// arrives; with solicitedOnly, only a received Send with Solicited Event
+// (or a completion in error) triggers it.
+func (cq *CompletionQueue) Arm(solicitedOnly bool) {
+	cq.mu.Lock()
+	cq.armed, cq.solOnly = true, solicitedOnly
+	cq.mu.Unlock()
+}
+
+// Notify returns the channel an armed completion queue signals on.
+func (cq *CompletionQueue) Notify() <-chan struct{} { return cq.notify }
+
+// EventType names an asynchronous event.
+type EventType uint8
+
+// The asynchronous events.
+const (
+	EventStreamError       EventType = iota + 1 // STREAM_ERROR: the stream stopped on an error
+	EventSRQLimitReached                        // SRQ_LIMIT_REACHED
+	EventCQError                                // CQ_ERROR: a completion queue overran
+	EventLocalCatastrophic                      // LOCAL_CATASTROPHIC
+	EventPortError                              // PORT_ERROR
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventStreamError:
+		return "STREAM_ERROR"
+	case EventSRQLimitReached:
+		return "SRQ_LIMIT_REACHED"
+	case EventCQError:
+		return "CQ_ERROR"
+	case EventLocalCatastrophic:
+		return "LOCAL_CATASTROPHIC"
+	case EventPortError:
+		return "PORT_ERROR"
+	}
+	return fmt.Sprintf("EventType(%d)", uint8(t))
+}
+
+// AsyncEvent is an asynchronous event.
+type AsyncEvent struct {
+	Type EventType
+	QP   *QueuePair
+	CQ   *CompletionQueue
+	Err  error
+}

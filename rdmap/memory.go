@@ -1,0 +1,292 @@
+package rdmap
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+// Access is a set of access rights on registered memory.
+type Access uint8
+
+// Access rights. Local read is always granted.
+const (
+	LocalWrite  Access = 1 << iota // the local ULP's receives and RDMA Read responses may write it
+	RemoteRead                     // the peer may read it with RDMA Read
+	RemoteWrite                    // the peer may write it with RDMA Write
+)
+
+func (a Access) String() string {
+	s := "LOCAL_READ"
+	if a&LocalWrite != 0 {
+		s += "|LOCAL_WRITE"
+	}
+	if a&RemoteRead != 0 {
+		s += "|REMOTE_READ"
+	}
+	if a&RemoteWrite != 0 {
+		s += "|REMOTE_WRITE"
+	}
+	return s
+}
+
+// Errors from memory registration.
+var (
+	ErrTooManySTags = errors.New("rdmap: no free STag: the device's registration limit is reached")
+	ErrInvalidSTag  = errors.New("rdmap: the STag is not valid (never registered, deregistered or invalidated)")
+	ErrWrongPD      = errors.New("rdmap: the STag belongs to another protection domain")
+	ErrBounds       = errors.New("rdmap: the range is outside the registered memory")
+	ErrRights       = errors.New("rdmap: the memory region lacks the access rights this needs")
+	ErrWindowBound  = errors.New("rdmap: the memory region still has memory windows bound to it")
+)
+
+// Device is a software RNIC: it owns the STag namespace that its
+// protection domains share, so that an STag of another domain is told
+// apart from one that does not exist (RFC 5041 §7.2 codes 0x00 and 0x02).
+type Device struct {
+	mu      sync.RWMutex // guards stags and keys
+	stags   map[uint32]*region
+	keys    map[uint32]uint8 // last key used per STag index
+	rng     *rand.Rand
+	max     int
+	nextPD  uint32
+	onEvent func(AsyncEvent)
+}
+
+// DeviceConfig sets a Device's limits.
+type DeviceConfig struct {
+	// MaxSTags bounds the memory regions and windows registered at once
+	// (RFC 5042 §5.3: resources have limits). Default 1<<16.
+	MaxSTags int
+	// OnEvent, if set, receives every asynchronous event of the device's
+	// queue pairs and completion queues. It must not block.
+	OnEvent func(AsyncEvent)
+}
+
+// NewDevice returns a device.
+func NewDevice(cfg DeviceConfig) *Device {
+	if cfg.MaxSTags <= 0 {
+		cfg.MaxSTags = 1 << 16
+	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	return &Device{
+		stags: make(map[uint32]*region), keys: make(map[uint32]uint8),
+		rng: rand.New(rand.NewChaCha8(seed)), max: cfg.MaxSTags, onEvent: cfg.OnEvent,
+	}
+}
+
+func (d *Device) event(e AsyncEvent) {
+	if d.onEvent != nil {
+		d.onEvent(e)
+	}
+}
+
+// ProtectionDomain groups memory and queue pairs: an STag is usable only
+// on the queue pairs of its own domain (RFC 5042 §5.4.1).
+type ProtectionDomain struct {
+	dev *Device
+	id  uint32
+}
+
+// NewProtectionDomain allocates a protection domain.
+func (d *Device) NewProtectionDomain() *ProtectionDomain {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nextPD++
+	return &ProtectionDomain{dev: d, id: d.nextPD}
+}
+
+// region is what an STag names: a memory region, or a memory window onto
+// one.
+type region struct {
+	stag    uint32
+	pd      *ProtectionDomain
+	mem     []byte
+	base    uint64 // the Tagged Offset of mem[0]
+	access  Access
+	valid   bool
+	parent  *region // windows: the region they are bound to
+	windows int     // regions: windows bound to it
+}
+
+// MemoryRegion is registered memory, named by an STag.
+type MemoryRegion struct{ r *region }
+
+// STag returns the region's Steering Tag: a 24-bit index and an 8-bit key.
+func (m *MemoryRegion) STag() uint32 { return m.r.stag }
+
+// Base returns the Tagged Offset of the region's first octet.
+func (m *MemoryRegion) Base() uint64 { return m.r.base }
+
+// Len returns the region's length.
+func (m *MemoryRegion) Len() int { return len(m.r.mem) }
+
+// Bytes returns the registered memory itself.
+func (m *MemoryRegion) Bytes() []byte { return m.r.mem }
+
+// Access returns the region's rights.
+func (m *MemoryRegion) Access() Access { return m.r.access }
+
+// RegisterMemory registers buf with the given rights; its first octet has
+// Tagged Offset base. The STag's index is drawn at random and its key
+// differs from the last key used with that index, so STags are neither
+// predictable nor reused at once (RFC 5042 §5.4.2). STag 0 is never
+// handed out.
+func (pd *ProtectionDomain) RegisterMemory(buf []byte, base uint64, access Access) (*MemoryRegion, error) {
+	if uint64(len(buf)) > 0 && base > ^uint64(0)-uint64(len(buf)-1) {
+		return nil, fmt.Errorf("rdmap: a %d-octet region at Tagged Offset %#x would wrap", len(buf), base)
+	}
+	r := &region{pd: pd, mem: buf, base: base, access: access, valid: true}
+	if err := pd.dev.insert(r); err != nil {
+		return nil, err
+	}
+	return &MemoryRegion{r}, nil
+}
+
+func (d *Device) insert(r *region) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.stags) >= d.max {
+		return ErrTooManySTags
+	}
+	for {
+		idx := d.rng.Uint32() & 0xffffff
+		if idx == 0 {
+			continue
+		}
+		if _, used := d.stags[idx]; used {
+			continue
+		}
+		key := uint8(d.rng.Uint32())
+		if last, ok := d.keys[idx]; ok && key == last {
+			key++
+		}
+		d.keys[idx] = key
+		r.stag = idx<<8 | uint32(key)
+		d.stags[idx] = r
+		return nil
+	}
+}
+
+// Deregister releases the region; its STag becomes invalid at once.
+func (m *MemoryRegion) Deregister() error {
+	d := m.r.pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur := d.stags[m.r.stag>>8]; cur != m.r {
+		return ErrInvalidSTag
+	}
+	if m.r.windows > 0 {
+		return ErrWindowBound
+	}
+	m.r.valid = false
+	delete(d.stags, m.r.stag>>8)
+	return nil
+}
+
+// MemoryWindow is a narrower view of a memory region with its own STag.
+type MemoryWindow struct{ r *region }
+
+// STag returns the window's Steering Tag.
+func (w *MemoryWindow) STag() uint32 { return w.r.stag }
+
+// Base returns the Tagged Offset of the window's first octet.
+func (w *MemoryWindow) Base() uint64 { return w.r.base }
+
+// Len returns the window's length.
+func (w *MemoryWindow) Len() int { return len(w.r.mem) }
+
+// BindWindow binds a memory window to length octets of m from offset,
+// with rights that must be a subset of m's remote rights.
+func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*MemoryWindow, error) {
+	if access&^(RemoteRead|RemoteWrite) != 0 {
+		return nil, fmt.Errorf("rdmap: a memory window grants remote rights only, not %v", access)
+	}
+	if access&^m.r.access != 0 {
+		return nil, fmt.Errorf("%w: window rights %v exceed the region's %v", ErrRights, access, m.r.access)
+	}
+	if offset > uint64(len(m.r.mem)) || uint64(length) > uint64(len(m.r.mem))-offset {
+		return nil, ErrBounds
+	}
+	w := &region{pd: m.r.pd, mem: m.r.mem[offset : offset+uint64(length)], base: m.r.base + offset, access: access, valid: true, parent: m.r}
+	d := m.r.pd.dev
+	if err := d.insert(w); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	m.r.windows++
+	d.mu.Unlock()
+	return &MemoryWindow{w}, nil
+}
+
+// Invalidate invalidates an STag of this domain locally (a region or a
+// window): it is rejected from then on. A region's STag can be
+// invalidated only when no window is bound to it.
+func (pd *ProtectionDomain) Invalidate(stag uint32) error {
+	return pd.dev.invalidate(pd, stag)
+}
+
+// invalidate removes stag; pd must own it.
+func (d *Device) invalidate(pd *ProtectionDomain, stag uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.stags[stag>>8]
+	if r == nil || r.stag != stag || !r.valid {
+		return ErrInvalidSTag
+	}
+	if r.pd != pd {
+		return ErrWrongPD
+	}
+	if r.windows > 0 {
+		return ErrWindowBound
+	}
+	r.valid = false
+	delete(d.stags, stag>>8)
+	if r.parent != nil {
+		r.parent.windows--
+	}
+	return nil
+}
+
+// lookup resolves an STag for a peer's access: it must exist, be valid,
+// belong to pd, and grant need; off and n must fall inside it. Errors are
+// the DDP tagged codes (RFC 5041 §7.2) or RDMAP's remote protection codes
+// (RFC 5040 Figure 9), as rdmapLayer asks.
+func (d *Device) lookup(pd *ProtectionDomain, stag uint32, need Access, rdmapLayer bool) (*region, *term.Error) {
+	d.mu.RLock()
+	r := d.stags[stag>>8]
+	ok := r != nil && r.stag == stag && r.valid
+	d.mu.RUnlock()
+	switch {
+	case !ok:
+		if rdmapLayer {
+			return nil, term.RDMAPInvalidSTag
+		}
+		return nil, term.DDPInvalidSTag
+	case r.pd != pd:
+		if rdmapLayer {
+			return nil, term.RDMAPSTagNotAssociated
+		}
+		return nil, term.DDPSTagNotAssociated
+	case r.access&need != need:
+		if rdmapLayer {
+			return nil, term.RDMAPAccessRights
+		}
+		// RFC 5041 has no access-rights code; a buffer that does not
+		// allow the placement is not a valid target STag (ddp's doc).
+		return nil, term.DDPInvalidSTag
+	}
+	return r, nil
+}
+
+func (r *region) tagged() ddp.TaggedBuffer { return ddp.TaggedBuffer{Mem: r.mem, Base: r.base} }
+
+// u32 reads a big-endian uint32.
+func u32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }

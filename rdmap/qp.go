@@ -1,0 +1,587 @@
+package rdmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
+	"github.com/iwarpgo/iwarp/trace"
+)
+
+// State is the state of a queue pair's RDMAP stream.
+type State uint8
+
+// The stream states.
+const (
+	StateIdle        State = iota // created, not yet connected
+	StateRunning                  // moving data
+	StateTerminating              // an error was detected or reported; work is being flushed
+	StateClosed                   // closed; nothing more happens
+)
+
+func (s State) String() string {
+	switch s {
+	case StateIdle:
+		return "IDLE"
+	case StateRunning:
+		return "RUNNING"
+	case StateTerminating:
+		return "TERMINATING"
+	case StateClosed:
+		return "CLOSED"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// QPConfig configures a queue pair.
+type QPConfig struct {
+	SendCQ *CompletionQueue // required
+	RecvCQ *CompletionQueue // required
+	// SRQ, if set, supplies receive buffers instead of PostRecv.
+	SRQ *SharedReceiveQueue
+
+	SendDepth int // outstanding send work requests; default 128
+	RecvDepth int // posted receive work requests; default 128
+	// IRD is the most RDMA Read Requests the peer may have outstanding
+	// here, ORD the most this end sends before their responses arrive
+	// (RFC 5040 §6.1). Default 8 each; the transport negotiates them.
+	IRD, ORD  int
+	MaxInline int // largest inline send; default 256
+
+	// Window is the DDP reassembly window the LLP needs: 1 for an ordered
+	// LLP (MPA/TCP), its in-flight limit for an unordered one. Default 1.
+	Window int
+	// StreamID names the stream in events.
+	StreamID uint32
+	// Observer, if set, receives the stream's events, from its receive
+	// and send goroutines: it must be safe for concurrent use.
+	Observer trace.Observer
+}
+
+// QueuePair is the local endpoint of one RDMAP stream (RFC 5040 §2): a
+// send queue, a receive queue, and the completion queues they report to.
+//
+// A queue pair starts IDLE. A transport connects it to an LLP with Start,
+// which makes it RUNNING, and feeds incoming segments to Stream(). An
+// error detected here, or a Terminate from the peer, makes it TERMINATING:
+// placement stops at once, a Terminate goes to the peer (for an error
+// found here), outstanding work requests complete with WR_FLUSH_ERR and a
+// STREAM_ERROR event is raised. Close drains outstanding work and makes it
+// CLOSED.
+type QueuePair struct {
+	pd     *ProtectionDomain
+	cfg    QPConfig
+	stream *ddp.Stream
+	obs    trace.Observer
+
+	// Owned by the send goroutine.
+	sender *ddp.Sender
+	llp    ddp.LLP
+
+	mu         sync.Mutex // guards the fields below
+	state      State
+	sq         []*sqEntry // posted and not yet completed, in posting order
+	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
+	recvPosted int
+	termRR     []byte      // the Read Request Header a Terminate copies (R bit)
+	fault      *term.Error // what stopped the stream
+	terminated chan struct{}
+	termOnce   sync.Once
+
+	jobs        chan job
+	urgent      chan []byte   // a Terminate to send before anything else
+	readChanged chan struct{} // a read completed, or the stream stopped
+	sqChanged   chan struct{} // a send work request completed
+	done        chan struct{}
+	wg          sync.WaitGroup
+
+	rrBufs [][]byte // QN 1 buffers, one per IRD
+}
+
+type sqKind uint8
+
+const (
+	kindSend sqKind = iota
+	kindWrite
+	kindRead
+	kindInvalidate
+)
+
+type sqEntry struct {
+	id       uint64
+	kind     sqKind
+	op       Opcode
+	sgl      [][]byte
+	n        uint64
+	stag     uint32 // Write: remote STag; Read: remote (source) STag; Invalidate: the STag
+	to       uint64
+	invSTag  uint32
+	rr       [ReadRequestLen]byte
+	sinkSTag uint32
+	signaled bool
+	fence    bool
+
+	done   bool
+	status Status
+	err    error
+}
+
+type job struct {
+	e *sqEntry // a user work request, or
+	// a Read Response
+	src      []byte
+	sinkSTag uint32
+	sinkTO   uint64
+	buf      ddp.Buffer
+}
+
+// NewQueuePair creates a queue pair in pd.
+func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
+	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		return nil, errors.New("rdmap: a queue pair needs a send and a receive completion queue")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.SendDepth, 128)
+	def(&cfg.RecvDepth, 128)
+	def(&cfg.IRD, 8)
+	def(&cfg.ORD, 8)
+	def(&cfg.MaxInline, 256)
+	def(&cfg.Window, 1)
+	qp := &QueuePair{
+		pd: pd, cfg: cfg, obs: cfg.Observer,
+		terminated:  make(chan struct{}),
+		jobs:        make(chan job, cfg.SendDepth+cfg.IRD+1),
+		urgent:      make(chan []byte, 1),
+		readChanged: make(chan struct{}, 1),
+		sqChanged:   make(chan struct{}, 1),
+		done:        make(chan struct{}),
+	}
+	depth := cfg.RecvDepth
+	if cfg.SRQ != nil {
+		depth = cfg.SRQ.depth
+	}
+	s, err := ddp.NewStream(ddp.Config{
+		Queues: NumQueues, QueueDepth: max(depth, cfg.IRD, 1), Window: cfg.Window,
+		ID: cfg.StreamID, ULP: (*receiver)(qp), Observer: cfg.Observer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	qp.stream = s
+	if cfg.SRQ != nil {
+		s.SetSource(QNSend, cfg.SRQ)
+	}
+	// "The Data Source MUST ensure that a sufficient number of Untagged
+	// Buffers are available on the RDMA Read Request Queue ... to support
+	// the maximum number of RDMA Read Requests negotiated" (RFC 5040
+	// §5.2.2): one per IRD.
+	for i := 0; i < cfg.IRD; i++ {
+		b := make([]byte, ReadRequestLen)
+		qp.rrBufs = append(qp.rrBufs, b)
+		s.Post(QNReadReq, ddp.Buffer{SGL: [][]byte{b}, ID: uint64(i)})
+	}
+	// One buffer for the single Terminate the peer may send (§5.4).
+	s.Post(QNTerminate, ddp.Buffer{SGL: [][]byte{make([]byte, 4+2+ddp.MaxHeaderLen+ReadRequestLen)}})
+	return qp, nil
+}
+
+// Stream returns the DDP stream the LLP feeds incoming segments to.
+func (qp *QueuePair) Stream() *ddp.Stream { return qp.stream }
+
+// State returns the stream's state.
+func (qp *QueuePair) State() State {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Err returns the error that stopped the stream, or nil.
+func (qp *QueuePair) Err() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.fault == nil {
+		return nil
+	}
+	return qp.fault
+}
+
+// Terminated is closed once the stream has stopped on an error and, if
+// the error was found here, the Terminate has been handed to the LLP: the
+// transport then closes the LLP stream gracefully so that the Terminate
+// is delivered (RFC 5040 §6.2.1).
+func (qp *QueuePair) Terminated() <-chan struct{} { return qp.terminated }
+
+// Start connects the queue pair to the LLP that carries its segments and
+// makes it RUNNING. The transport calls it once the LLP stream is in RDMA
+// mode.
+func (qp *QueuePair) Start(llp ddp.LLP) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateIdle {
+		return fmt.Errorf("rdmap: Start on a queue pair in state %v", qp.state)
+	}
+	qp.llp = llp
+	qp.sender = ddp.NewSender(llp, NumQueues, qp.cfg.StreamID, qp.obs)
+	qp.setState(StateRunning)
+	qp.wg.Add(1)
+	go qp.sendLoop()
+	return nil
+}
+
+func (qp *QueuePair) setState(s State) {
+	qp.state = s
+	if qp.obs != nil {
+		qp.obs.Observe(trace.Event{Kind: trace.StateChange, Stream: qp.cfg.StreamID, State: s.String()})
+	}
+}
+
+// PostSend posts a Send.
+func (qp *QueuePair) PostSend(wr SendWR) error {
+	sgl, n, err := qp.resolve(wr.SGL, 0)
+	if err != nil {
+		return err
+	}
+	op := OpSend
+	switch {
+	case wr.Solicited && wr.Invalidate:
+		op = OpSendSEInvalidate
+	case wr.Solicited:
+		op = OpSendSE
+	case wr.Invalidate:
+		op = OpSendInvalidate
+	}
+	e := &sqEntry{id: wr.ID, kind: kindSend, op: op, sgl: sgl, n: n, invSTag: wr.InvalidateSTag, signaled: !wr.Unsignaled, fence: wr.Fence}
+	if wr.Inline {
+		if err := qp.inline(e); err != nil {
+			return err
+		}
+	}
+	return qp.post(e)
+}
+
+// PostWrite posts an RDMA Write.
+func (qp *QueuePair) PostWrite(wr WriteWR) error {
+	sgl, n, err := qp.resolve(wr.SGL, 0)
+	if err != nil {
+		return err
+	}
+	if n > 0 && wr.RemoteTO > ^uint64(0)-(n-1) {
+		return fmt.Errorf("rdmap: %d octets at remote TO %#x would wrap", n, wr.RemoteTO)
+	}
+	e := &sqEntry{id: wr.ID, kind: kindWrite, op: OpWrite, sgl: sgl, n: n, stag: wr.RemoteSTag, to: wr.RemoteTO, signaled: !wr.Unsignaled, fence: wr.Fence}
+	if wr.Inline {
+		if err := qp.inline(e); err != nil {
+			return err
+		}
+	}
+	return qp.post(e)
+}
+
+// PostRead posts an RDMA Read.
+func (qp *QueuePair) PostRead(wr ReadWR) error {
+	sink, err := qp.resolveOne(wr.Local, LocalWrite)
+	if err != nil {
+		return err
+	}
+	mr := wr.Local.MR.r
+	rr := ReadRequest{
+		SinkSTag: mr.stag, SinkTO: mr.base + wr.Local.Offset, RDMARDSZ: wr.Local.Length,
+		SrcSTag: wr.RemoteSTag, SrcTO: wr.RemoteTO,
+	}
+	e := &sqEntry{id: wr.ID, kind: kindRead, op: OpReadRequest, n: uint64(len(sink)), stag: wr.RemoteSTag, to: wr.RemoteTO,
+		sinkSTag: mr.stag, signaled: !wr.Unsignaled, fence: wr.Fence}
+	rr.Append(e.rr[:0])
+	return qp.post(e)
+}
+
+// PostInvalidate posts a local invalidation of stag, ordered with the
+// send queue's other work requests.
+func (qp *QueuePair) PostInvalidate(id uint64, stag uint32, unsignaled bool) error {
+	return qp.post(&sqEntry{id: id, kind: kindInvalidate, stag: stag, signaled: !unsignaled})
+}
+
+func (qp *QueuePair) inline(e *sqEntry) error {
+	if e.n > uint64(qp.cfg.MaxInline) {
+		return fmt.Errorf("%w: %d > %d", ErrInlineTooBig, e.n, qp.cfg.MaxInline)
+	}
+	b := make([]byte, 0, e.n)
+	for _, s := range e.sgl {
+		b = append(b, s...)
+	}
+	e.sgl = [][]byte{b}
+	return nil
+}
+
+func (qp *QueuePair) post(e *sqEntry) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateRunning {
+		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
+	}
+	if len(qp.sq) >= qp.cfg.SendDepth {
+		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
+	}
+	qp.sq = append(qp.sq, e)
+	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
+	return nil
+}
+
+// PostRecv posts a receive buffer for one incoming Send. Buffers are
+// consumed in the order they are posted.
+func (qp *QueuePair) PostRecv(wr RecvWR) error {
+	if qp.cfg.SRQ != nil {
+		return errors.New("rdmap: this queue pair receives from a shared receive queue; post there")
+	}
+	sgl, _, err := qp.resolve(wr.SGL, LocalWrite)
+	if err != nil {
+		return err
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state > StateRunning {
+		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
+	}
+	if err := qp.stream.Post(QNSend, ddp.Buffer{SGL: sgl, ID: wr.ID}); err != nil {
+		if errors.Is(err, ddp.ErrQueueFull) {
+			return ErrRecvQueue
+		}
+		return err
+	}
+	return nil
+}
+
+// complete marks e finished and reports, in posting order, every
+// finished request at the head of the send queue (RFC 5040 §5.5 rule 15:
+// "RDMA Operations MUST be Completed at the Local Peer in the order that
+// they were submitted by the ULP").
+func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
+	qp.mu.Lock()
+	e.done, e.status, e.err = true, st, err
+	var out []*sqEntry
+	for len(qp.sq) > 0 && qp.sq[0].done {
+		out = append(out, qp.sq[0])
+		qp.sq[0] = nil
+		qp.sq = qp.sq[1:]
+	}
+	qp.mu.Unlock()
+	for _, e := range out {
+		qp.report(e)
+	}
+	select {
+	case qp.sqChanged <- struct{}{}:
+	default:
+	}
+}
+
+func (qp *QueuePair) report(e *sqEntry) {
+	if !e.signaled && e.status == StatusSuccess {
+		return
+	}
+	c := Completion{WRID: e.id, Status: e.status, ByteLen: uint32(e.n), QP: qp, Err: e.err}
+	switch e.kind {
+	case kindSend:
+		c.Op = WorkSend
+	case kindWrite:
+		c.Op = WorkWrite
+	case kindRead:
+		c.Op = WorkRead
+	case kindInvalidate:
+		c.Op, c.ByteLen = WorkLocalInvalidate, 0
+	}
+	qp.cfg.SendCQ.push(c, false)
+	qp.traceCompletion(c)
+}
+
+func (qp *QueuePair) traceCompletion(c Completion) {
+	if qp.obs != nil {
+		qp.obs.Observe(trace.Event{Kind: trace.Completion, Stream: qp.cfg.StreamID, WRID: c.WRID, Status: uint8(c.Status), Len: c.ByteLen, Opcode: uint8(c.Op)})
+	}
+}
+
+// sendLoop is the send side of the stream: it executes work requests and
+// Read Responses in order, one at a time, and sends the Terminate first
+// when there is one.
+func (qp *QueuePair) sendLoop() {
+	defer qp.wg.Done()
+	for {
+		select {
+		case t := <-qp.urgent:
+			qp.sendTerminate(t)
+			continue
+		default:
+		}
+		select {
+		case t := <-qp.urgent:
+			qp.sendTerminate(t)
+		case j := <-qp.jobs:
+			qp.run(j)
+		case <-qp.done:
+			return
+		}
+	}
+}
+
+func (qp *QueuePair) running() bool {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state == StateRunning
+}
+
+func (qp *QueuePair) run(j job) {
+	if !qp.running() {
+		return // flushed already
+	}
+	if j.e == nil {
+		qp.sendReadResponse(j)
+		return
+	}
+	e := j.e
+	if e.fence && !qp.waitReads(1) {
+		return
+	}
+	var err error
+	switch e.kind {
+	case kindSend:
+		var rsvd [5]byte
+		rsvd[0] = byte(MakeControl(e.op))
+		if e.op.Invalidates() {
+			rsvd[1], rsvd[2], rsvd[3], rsvd[4] = byte(e.invSTag>>24), byte(e.invSTag>>16), byte(e.invSTag>>8), byte(e.invSTag)
+		}
+		_, err = qp.sender.SendUntagged(rsvd, QNSend, e.sgl)
+	case kindWrite:
+		err = qp.sender.SendTagged(byte(MakeControl(OpWrite)), e.stag, e.to, e.sgl)
+	case kindRead:
+		if !qp.waitReads(qp.cfg.ORD) {
+			return
+		}
+		qp.mu.Lock()
+		qp.reads = append(qp.reads, e)
+		qp.mu.Unlock()
+		_, err = qp.sender.SendUntagged([5]byte{byte(MakeControl(OpReadRequest))}, QNReadReq, [][]byte{e.rr[:]})
+		if err == nil {
+			return // completes when the Read Response is delivered
+		}
+	case kindInvalidate:
+		if ierr := qp.pd.Invalidate(e.stag); ierr != nil {
+			qp.complete(e, StatusInvSTagErr, ierr)
+			return
+		}
+	}
+	if err != nil {
+		qp.llpError(err)
+		return
+	}
+	// "A Send or RDMA Write Message MUST NOT be considered Complete at
+	// the Local Peer (Data Source) until it has been successfully
+	// completed at the DDP layer." (RFC 5040 §5.5 rule 14)
+	qp.complete(e, StatusSuccess, nil)
+}
+
+// waitReads waits until fewer than limit RDMA Reads are outstanding. It
+// returns false if the stream stopped meanwhile.
+func (qp *QueuePair) waitReads(limit int) bool {
+	for {
+		qp.mu.Lock()
+		n, st := len(qp.reads), qp.state
+		qp.mu.Unlock()
+		if st != StateRunning {
+			return false
+		}
+		if n < limit {
+			return true
+		}
+		select {
+		case <-qp.readChanged:
+		case <-qp.done:
+			return false
+		}
+	}
+}
+
+func (qp *QueuePair) signalReads() {
+	select {
+	case qp.readChanged <- struct{}{}:
+	default:
+	}
+}
+
+func (qp *QueuePair) sendReadResponse(j job) {
+	// "The Data Source RDMAP layer MUST pass RDMA Read Response Messages
+	// to the DDP layer, in the order that the RDMA Read Request Messages
+	// were received" (RFC 5040 §5.2.2): jobs run in order.
+	if err := qp.sender.SendTagged(byte(MakeControl(OpReadResponse)), j.sinkSTag, j.sinkTO, [][]byte{j.src}); err != nil {
+		qp.llpError(err)
+		return
+	}
+	// The Read is no longer outstanding here: its buffer may take the
+	// next Read Request (IRD).
+	qp.stream.Post(QNReadReq, j.buf)
+}
+
+// llpError stops the stream for an error the LLP reported on sending.
+func (qp *QueuePair) llpError(err error) {
+	var te *term.Error
+	if !errors.As(err, &te) {
+		te = term.MPAConnectionLost.With("%v", err)
+	}
+	qp.stream.Fail(te)
+}
+
+func (qp *QueuePair) sendTerminate(t []byte) {
+	qp.sender.SendUntagged([5]byte{byte(MakeControl(OpTerminate))}, QNTerminate, [][]byte{t})
+	qp.closeTerminated()
+}
+
+func (qp *QueuePair) closeTerminated() { qp.termOnce.Do(func() { close(qp.terminated) }) }
+
+// Close ends the stream. It first waits, until ctx is done, for
+// outstanding send work requests to complete (a graceful close drains);
+// what is still outstanding then, and every posted receive, completes
+// with WR_FLUSH_ERR. Close closes the LLP if it is an io.Closer, and
+// returns when the queue pair's goroutines have stopped.
+func (qp *QueuePair) Close(ctx context.Context) error {
+	for {
+		qp.mu.Lock()
+		n, st := len(qp.sq), qp.state
+		qp.mu.Unlock()
+		if n == 0 || st != StateRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-qp.sqChanged:
+			continue
+		}
+		break
+	}
+	qp.mu.Lock()
+	if qp.state == StateClosed {
+		qp.mu.Unlock()
+		return nil
+	}
+	wasRunning := qp.state == StateRunning
+	started := qp.llp != nil
+	qp.setState(StateClosed)
+	qp.mu.Unlock()
+	qp.stream.Fail(errClosed)
+	if wasRunning {
+		qp.flush()
+	}
+	close(qp.done)
+	qp.wg.Wait()
+	if c, ok := qp.llp.(io.Closer); ok && started {
+		return c.Close()
+	}
+	return nil
+}
+
+// errClosed stops the stream's placement on Close; it is not reported.
+var errClosed = &term.Error{Layer: term.LayerRDMAP, EType: term.ETypeLocalCatastrophic, Detail: "queue pair closed"}
