@@ -29,6 +29,15 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 	if !h.Tagged && h.QN != op.QN() {
 		return term.RDMAPUnexpectedOpcode.With("%v on queue %d", op, h.QN)
 	}
+	if op.Invalidates() {
+		// §7.2: "The Invalidate STag MUST be valid" and "The STag MUST be
+		// associated to this RDMAP Stream". Checked here, before the
+		// payload is placed, as well as when the Send is delivered.
+		stag := u32(h.RsvdULP[1:5])
+		if _, e := qp.pd.dev.lookup(qp.pd, stag, 0, true); e != nil {
+			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %s", stag, e.Name())
+		}
+	}
 	if op == OpReadResponse {
 		qp.mu.Lock()
 		n := len(qp.reads)
