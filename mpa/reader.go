@@ -248,13 +248,13 @@ func (r *Reader) Finish() error {
 	if err := r.fill(CRCLen); err != nil {
 		return err
 	}
-	got := WireCRC(r.buf[r.rd:])
+	got, want := WireCRC(r.buf[r.rd:]), r.crc
 	r.take(CRCLen)
 	r.open = false
 	// "When CRCs are not in use, the CRC field MUST be considered valid
 	// for FPDU checking regardless of its contents." (RFC 5044 §7.1.1)
-	if r.opts.CRC && got != r.crc {
-		r.err = crcMismatch(got, r.crc)
+	if r.opts.CRC && got != want {
+		r.err = crcMismatch(got, want)
 		return r.err
 	}
 	if r.mErr != nil {

@@ -1,0 +1,231 @@
+package mpa
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+
+	"github.com/iwarpgo/iwarp/term"
+)
+
+var allOptions = []Options{{}, {CRC: true}, {Markers: true}, {Markers: true, CRC: true}}
+
+func TestWriterFigures(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, markersCRC)
+	u := sendULPDU(1)
+	if err := w.WriteFPDU(u[:18], [][]byte{u[18:]}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), fig5) {
+		t.Fatalf("figure 5:\n got %x\nwant %x", buf.Bytes(), fig5)
+	}
+	mid := make([]byte, 0x1ec-len(fig5)-6)
+	if err := w.WriteFPDU(mid, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w.Offset() != 0x1ec {
+		t.Fatalf("Offset %#x", w.Offset())
+	}
+	u = sendULPDU(2)
+	if err := w.WriteFPDU(u[:18], [][]byte{u[18:20], u[20:]}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes()[0x1ec:], fig6) {
+		t.Fatalf("figure 6:\n got %x\nwant %x", buf.Bytes()[0x1ec:], fig6)
+	}
+}
+
+// The Writer's gather write produces exactly what AppendFPDU produces.
+func TestWriterMatchesAppendFPDU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, o := range allOptions {
+		var segs []segment
+		for range 300 {
+			n := rng.IntN(1200)
+			if rng.IntN(20) == 0 {
+				n = rng.IntN(MaxULPDU - 18 - 600)
+			}
+			segs = append(segs, randomSegment(rng, n))
+		}
+		var buf bytes.Buffer
+		w := NewWriter(&buf, o)
+		for _, s := range segs {
+			before := s.ulpdu()
+			if err := w.WriteFPDU(s.hdr, s.payload); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, s.ulpdu()) {
+				t.Fatal("WriteFPDU modified its input")
+			}
+		}
+		want := encodeAll(segs, o)
+		if !bytes.Equal(buf.Bytes(), want) {
+			i := 0
+			for i < len(want) && i < buf.Len() && want[i] == buf.Bytes()[i] {
+				i++
+			}
+			t.Fatalf("%+v: differs at octet %d (lengths %d, %d)", o, i, buf.Len(), len(want))
+		}
+		if w.Offset() != uint64(len(want)) {
+			t.Fatalf("Offset %d, want %d", w.Offset(), len(want))
+		}
+	}
+}
+
+func TestWriterErrors(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Options{MaxULPDU: 100})
+	if err := w.WriteFPDU(make([]byte, 50), [][]byte{make([]byte, 51)}); err != ErrULPDUTooLong || buf.Len() != 0 {
+		t.Fatalf("too long: %v, wrote %d", err, buf.Len())
+	}
+	if w.MULPDU() != 100 {
+		t.Fatalf("MULPDU %d", w.MULPDU())
+	}
+	// With Markers 65535 octets of ULPDU would put a Marker out of
+	// FPDUPTR's reach: nothing is written and the Writer stays usable.
+	w = NewWriter(&buf, markersCRC)
+	if err := w.WriteFPDU(make([]byte, 18), [][]byte{make([]byte, MaxULPDU-18)}); err != ErrULPDUTooLong || buf.Len() != 0 || w.Offset() != 0 {
+		t.Fatalf("marker reach: %v, wrote %d", err, buf.Len())
+	}
+	if err := w.WriteFPDU(sendULPDU(1), nil); err != nil || !bytes.Equal(buf.Bytes(), fig5) {
+		t.Fatalf("after refusal: %v %x", err, buf.Bytes())
+	}
+	// A write error is sticky and reported as the connection lost.
+	fw := &failWriter{after: 48}
+	w = NewWriter(fw, Options{CRC: true})
+	if err := w.WriteFPDU(sendULPDU(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	err := w.WriteFPDU(sendULPDU(2), nil)
+	if !errors.Is(err, term.MPAConnectionLost) || !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("write error: %v", err)
+	}
+	if err2 := w.WriteFPDU(sendULPDU(3), nil); err2 != err {
+		t.Fatalf("not sticky: %v", err2)
+	}
+}
+
+// failWriter accepts after octets, then fails.
+type failWriter struct{ after int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if len(p) > f.after {
+		n := f.after
+		f.after = 0
+		return n, io.ErrClosedPipe
+	}
+	f.after -= len(p)
+	return len(p), nil
+}
+
+func TestWriterAllocs(t *testing.T) {
+	payload := [][]byte{make([]byte, 30000), make([]byte, 20000), make([]byte, 10000)}
+	hdr := make([]byte, 18)
+	for _, o := range allOptions {
+		w := NewWriter(io.Discard, o)
+		w.WriteFPDU(hdr, payload) // grows the gather list once
+		if a := testing.AllocsPerRun(100, func() {
+			if err := w.WriteFPDU(hdr, payload); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Errorf("%+v: %v allocations per FPDU", o, a)
+		}
+	}
+}
+
+// Over a real TCP connection the gather write is writev(2) and still
+// allocation-free.
+func TestWriterAllocsTCP(t *testing.T) {
+	a, b := tcpPair(t)
+	go io.Copy(io.Discard, b)
+	payload := [][]byte{make([]byte, 4000), make([]byte, 4000)}
+	hdr := make([]byte, 14)
+	for _, o := range []Options{{CRC: true}, markersCRC} {
+		w := NewWriter(a, o)
+		w.WriteFPDU(hdr, payload)
+		if n := testing.AllocsPerRun(200, func() {
+			if err := w.WriteFPDU(hdr, payload); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%+v: %v allocations per FPDU over TCP", o, n)
+		}
+	}
+}
+
+func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+func BenchmarkWriter(b *testing.B) {
+	for _, size := range []int{1454, 8942, 65535} {
+		for _, o := range []Options{{CRC: true}, {}, markersCRC} {
+			if o.Markers && size == 65535 {
+				size = 65000
+			}
+			name := benchName(size, o)
+			b.Run(name, func(b *testing.B) {
+				w := NewWriter(io.Discard, o)
+				hdr := make([]byte, 14)
+				payload := [][]byte{make([]byte, size-14)}
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					if err := w.WriteFPDU(hdr, payload); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func benchName(size int, o Options) string {
+	s := "ulpdu=" + itoa(size)
+	if o.CRC {
+		s += "/crc"
+	} else {
+		s += "/nocrc"
+	}
+	if o.Markers {
+		s += "+markers"
+	}
+	return s
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
