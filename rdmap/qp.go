@@ -363,18 +363,16 @@ func (qp *QueuePair) PostRecv(wr RecvWR) error {
 // "RDMA Operations MUST be Completed at the Local Peer in the order that
 // they were submitted by the ULP").
 func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
+	// Both the send goroutine and the receive goroutine complete work
+	// requests: reporting under qp.mu keeps the queue's order.
 	qp.mu.Lock()
 	e.done, e.status, e.err = true, st, err
-	var out []*sqEntry
 	for len(qp.sq) > 0 && qp.sq[0].done {
-		out = append(out, qp.sq[0])
+		qp.report(qp.sq[0])
 		qp.sq[0] = nil
 		qp.sq = qp.sq[1:]
 	}
 	qp.mu.Unlock()
-	for _, e := range out {
-		qp.report(e)
-	}
 	select {
 	case qp.sqChanged <- struct{}{}:
 	default:

@@ -267,12 +267,7 @@ func terminateFor(f *ddp.Fault, rr []byte) TerminateHeader {
 // with a status of its own, when it has one), in posting order.
 func (qp *QueuePair) flush() {
 	qp.mu.Lock()
-	sq := qp.sq
-	qp.sq = nil
-	qp.reads = nil
-	qp.mu.Unlock()
-	qp.signalReads()
-	for _, e := range sq {
+	for _, e := range qp.sq {
 		if !e.done {
 			e.status = StatusWRFlushErr
 			if re, ok := e.err.(*term.Error); ok && re.Remote {
@@ -283,6 +278,11 @@ func (qp *QueuePair) flush() {
 		}
 		qp.report(e)
 	}
+	qp.sq = nil
+	qp.reads = nil
+	fault := qp.fault
+	qp.mu.Unlock()
+	qp.signalReads()
 	bufs := qp.stream.Drain(QNSend)
 	if qp.cfg.SRQ != nil {
 		// Buffers this stream took from the shared queue but did not use
@@ -291,7 +291,7 @@ func (qp *QueuePair) flush() {
 		bufs = nil
 	}
 	for _, b := range bufs {
-		qp.pushRecv(Completion{WRID: b.ID, Status: StatusWRFlushErr, Op: WorkRecv, QP: qp, Err: qp.fault}, false)
+		qp.pushRecv(Completion{WRID: b.ID, Status: StatusWRFlushErr, Op: WorkRecv, QP: qp, Err: fault}, false)
 	}
 	select {
 	case qp.sqChanged <- struct{}{}:
