@@ -44,6 +44,7 @@ type Sender struct {
 	obs    trace.Observer
 	stream uint32
 	msn    []uint32 // next MSN per queue number
+	seq    uint32   // segments sent: the sequence number of the next one
 
 	hdr    [MaxHeaderLen]byte
 	pieces [][]byte // reused per segment: no allocation in steady state
@@ -153,8 +154,9 @@ func (s *Sender) send(h *Header, sgl [][]byte, n uint64) error {
 			return err
 		}
 		if s.obs != nil {
-			s.obs.Observe(segmentEvent(trace.SegmentSent, s.stream, 0, h, uint32(want)))
+			s.obs.Observe(segmentEvent(trace.SegmentSent, s.stream, s.seq, h, uint32(want)))
 		}
+		s.seq++
 		if h.Last {
 			return nil
 		}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting, vet, the unit and
+# integration tests with the race detector, the fuzz targets' seed
+# corpora, and the js/wasm build of the core.
+#
+# Tests that need system packages get them here: on a Debian-like machine
+# this installs what is missing (as root, or with sudo); elsewhere it stops
+# with one line that says what to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+if ((${#need[@]})); then
+	if command -v apt-get >/dev/null 2>&1; then
+		sudo=""
+		[ "$(id -u)" -eq 0 ] || sudo="sudo"
+		echo "installing ${need[*]} (Debian packages) for the tests..."
+		$sudo apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+	else
+		echo "the tests need: ${need[*]} (install them with your package manager, then run this again)" >&2
+		exit 1
+	fi
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== js/wasm build of the core"
+GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./term/... ./trace/...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 15m ./...
