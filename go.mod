@@ -2,11 +2,25 @@ module github.com/iwarpgo/iwarp
 
 go 1.26
 
+// pion versions (see /work/shared/NOTES.md): the module proxy these builds
+// use answers 403 for github.com/pion/transport/v5 v5.1.0-v5.1.4, which
+// pion/sctp v1.12.x and pion/webrtc/v4 >= v4.2.21 require. Of the two
+// ways around it we take the one without a replace directive: pion/sctp
+// v1.11.3 (and webrtc/v4 v4.2.20 when the data-channel transport lands),
+// which pion released against transport/v5 v5.0.1. A replace would pin
+// sctp v1.12.1 to a transport version pion never tested it with, and
+// would be ignored by any module that imports this one. dtls/v3 v3.1.15
+// is the newest and needs only transport/v5 v5.0.0; v3 rather than v2
+// because v2 has an unfixed advisory (CVE-2026-26014).
+
 require (
-	github.com/pion/dtls/v3 v3.1.15 // indirect
-	github.com/pion/logging v0.2.4 // indirect
+	github.com/pion/dtls/v3 v3.1.15
+	github.com/pion/logging v0.2.4
+	github.com/pion/sctp v1.11.3
+)
+
+require (
 	github.com/pion/randutil v0.1.0 // indirect
-	github.com/pion/sctp v1.11.3 // indirect
 	github.com/pion/transport/v5 v5.0.1 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect

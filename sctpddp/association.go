@@ -1,0 +1,195 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/pion/dtls/v3"
+	"github.com/pion/sctp"
+)
+
+// ErrClosed is returned by operations on a closed Association or Stream.
+var ErrClosed = errors.New("sctpddp: association closed")
+
+// Association is an SCTP association over DTLS over UDP that carries DDP
+// streams per RFC 5043. Each DDP stream is a pair of like-numbered SCTP
+// streams (§8: "DDP streams are bidirectional. They are always composed by
+// pairing the inbound and outbound SCTP streams with the same SCTP Stream
+// Identifier."); OpenStream and AcceptStream return them.
+//
+// Its methods are safe for concurrent use.
+type Association struct {
+	s    *settings
+	conn *dtls.Conn
+	sctp *sctp.Association
+
+	accepted chan *sctp.Stream // fed by acceptLoop
+	closed   chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup // acceptLoop
+}
+
+// newAssociation runs the SCTP handshake over an authenticated DTLS
+// connection. pion's server side takes no context, so ctx is enforced by
+// closing conn.
+func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bool) (*Association, error) {
+	var nc net.Conn = conn
+	if s.connHook != nil {
+		nc = s.connHook(conn)
+	}
+	opts := []sctp.AssociationOption{
+		sctp.WithNetConn(nc),
+		sctp.WithMTU(s.MTU),
+		sctp.WithMaxReceiveBufferSize(s.MaxReceiveBufferSize),
+		sctp.WithMaxMessageSize(s.MaxMessageSize),
+		// RFC 5043 §10 speaks of DATA chunks with the U flag; keep pion
+		// from negotiating I-DATA (RFC 8260) instead.
+		sctp.WithEnableInterleaving(false),
+	}
+	if s.LoggerFactory != nil {
+		opts = append(opts, sctp.WithLoggerFactory(s.LoggerFactory))
+	}
+	var assoc *sctp.Association
+	var err error
+	if server {
+		sopts := make([]sctp.ServerOption, len(opts))
+		for i, o := range opts {
+			sopts[i] = o
+		}
+		stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+		assoc, err = sctp.ServerWithOptions(sopts...)
+		if !stop() {
+			if err == nil {
+				_ = assoc.Close()
+			}
+			return nil, fmt.Errorf("sctpddp: SCTP handshake: %w", ctx.Err())
+		}
+	} else {
+		copts := make([]sctp.ClientOption, len(opts))
+		for i, o := range opts {
+			copts[i] = o
+		}
+		assoc, err = sctp.ClientContext(ctx, copts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sctpddp: SCTP handshake: %w", err)
+	}
+	a := &Association{
+		s:        s,
+		conn:     conn,
+		sctp:     assoc,
+		accepted: make(chan *sctp.Stream),
+		closed:   make(chan struct{}),
+	}
+	a.wg.Add(1)
+	go a.acceptLoop()
+	return a, nil
+}
+
+func (a *Association) acceptLoop() {
+	defer a.wg.Done()
+	defer close(a.accepted)
+	for {
+		st, err := a.sctp.AcceptStream()
+		if err != nil {
+			return // the association has ended
+		}
+		select {
+		case a.accepted <- st:
+		case <-a.closed:
+			return
+		}
+	}
+}
+
+// OpenStream returns the DDP stream with SCTP Stream Identifier id. Its
+// messages are sent unordered and reliably.
+func (a *Association) OpenStream(id uint16) (*Stream, error) {
+	select {
+	case <-a.closed:
+		return nil, ErrClosed
+	default:
+	}
+	st, err := a.sctp.OpenStream(id, sctp.PayloadProtocolIdentifier(PPIDSegment))
+	if err != nil {
+		return nil, err
+	}
+	return newStream(a, st), nil
+}
+
+// AcceptStream returns the next DDP stream the peer started sending on.
+func (a *Association) AcceptStream(ctx context.Context) (*Stream, error) {
+	select {
+	case st, ok := <-a.accepted:
+		if !ok {
+			return nil, ErrClosed
+		}
+		return newStream(a, st), nil
+	case <-a.closed:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// MULPDU returns the maximum DDP Segment size this association carries
+// without SCTP fragmentation (RFC 5043 §9: "the SCTP adaptation layer MUST
+// inform the DDP layer of the maximum DDP Segment size that will be
+// supported").
+func (a *Association) MULPDU() int { return a.s.mulpdu }
+
+// MTU returns the SCTP MTU.
+func (a *Association) MTU() uint32 { return a.sctp.MTU() }
+
+// LocalAddr and RemoteAddr return the UDP addresses.
+func (a *Association) LocalAddr() net.Addr  { return a.conn.LocalAddr() }
+func (a *Association) RemoteAddr() net.Addr { return a.conn.RemoteAddr() }
+
+// PeerCertificate returns the peer's leaf certificate, or nil in PSK mode.
+func (a *Association) PeerCertificate() *x509.Certificate {
+	st, ok := a.conn.ConnectionState()
+	if !ok || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	c, err := x509.ParseCertificate(st.PeerCertificates[0])
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// Done is closed when Close is called.
+func (a *Association) Done() <-chan struct{} { return a.closed }
+
+// Shutdown ends the association gracefully (SCTP SHUTDOWN: data queued is
+// delivered first), then closes it. If ctx ends first, it closes at once.
+func (a *Association) Shutdown(ctx context.Context) error {
+	err := a.sctp.Shutdown(ctx)
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close closes the association, its streams, the DTLS connection and (on
+// the dialing side) the UDP socket, and waits for the goroutines it
+// started. Data not yet acknowledged is lost; use Shutdown to deliver it.
+func (a *Association) Close() error {
+	var err error
+	a.once.Do(func() {
+		close(a.closed)
+		err = a.sctp.Close()
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+			err = nil
+		}
+		a.wg.Wait()
+	})
+	return err
+}

@@ -1,0 +1,319 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pion/dtls/v3"
+	"github.com/pion/logging"
+)
+
+// Defaults of Config. They are tuned for throughput on a 1500-byte path;
+// see NOTES.md-style measurements in bench_test.go.
+const (
+	// DefaultMTU is the SCTP packet size handed to DTLS. A 1500-byte path
+	// leaves 1500 - 40 (IPv6) - 8 (UDP) = 1452 bytes for a DTLS record,
+	// whose overhead is at most 77 bytes with pion's cipher suites (13
+	// header + 16 IV + 32 MAC + 16 padding for AES-CBC-SHA256; 37 for
+	// AES-GCM), so 1375; 1350 leaves room for tunnels and IP options.
+	DefaultMTU = 1350
+	// LoopbackMTU suits loopback and jumbo-frame paths: below pion/dtls's
+	// 8192-byte datagram read buffer with room for the record overhead.
+	LoopbackMTU = 8000
+	// MaxMTU is the largest MTU accepted: 8192 - 77 rounded down to 4.
+	MaxMTU = 8112
+
+	// DefaultUDPBufferSize is the socket receive and send buffer. The
+	// Linux default (208 KiB) drops datagrams at a few hundred MB/s.
+	DefaultUDPBufferSize = 4 << 20
+	// DefaultMaxReceiveBufferSize is the SCTP receive window.
+	DefaultMaxReceiveBufferSize = 1 << 20
+	// DefaultMaxMessageSize is the largest SCTP message.
+	DefaultMaxMessageSize = 64 << 10
+	// DefaultSendQueueLimit is the per-stream cap on bytes queued or in
+	// flight, well below the peer's receive window so that the receiver
+	// never has to drop DATA.
+	DefaultSendQueueLimit = 256 << 10
+	// DefaultHandshakeTimeout bounds a Listener's DTLS and SCTP handshake.
+	DefaultHandshakeTimeout = 10 * time.Second
+)
+
+// maxSendQueueLimit keeps RFC 5043 §10's in-flight limit (see
+// Stream.waitRoom): every segment chunk is at least MinSegmentChunkLen
+// bytes, and up to controlReserve control messages may be in flight too.
+const (
+	controlReserve    = 1024
+	maxSendQueueLimit = (MaxInFlight - controlReserve) * MinSegmentChunkLen
+)
+
+// Config configures Listen and Dial. Exactly one way to authenticate the
+// peer must be chosen: PeerFingerprints, CAs, PSK, or, explicitly and only
+// for tests, InsecureSkipPeerVerification. A Config with none of them (or
+// with two) is rejected; peer verification is never skipped silently.
+type Config struct {
+	// Certificate is this endpoint's certificate, for the certificate
+	// modes (PeerFingerprints, CAs, InsecureSkipPeerVerification). Make a
+	// self-signed one with GenerateCertificate.
+	Certificate *tls.Certificate
+
+	// PeerFingerprints pins the peer's certificate: the handshake succeeds
+	// only if the SHA-256 of the peer's leaf certificate is one of these,
+	// as in WebRTC. Both sides present a certificate.
+	PeerFingerprints []Fingerprint
+
+	// CAs verifies the peer's certificate chain, both ways: the client
+	// checks the server against CAs and ServerName, the server requires a
+	// client certificate that chains to CAs.
+	CAs *x509.CertPool
+	// ServerName is the name the client expects in the server's
+	// certificate (CAs mode only).
+	ServerName string
+
+	// PSK is a pre-shared key; PSKIdentity names it. The client sends
+	// PSKIdentity and the server accepts only that identity.
+	PSK         []byte
+	PSKIdentity []byte
+
+	// InsecureSkipPeerVerification accepts any peer: no fingerprint, no
+	// CA, no PSK. The traffic is encrypted but the peer is unknown. For
+	// tests only.
+	InsecureSkipPeerVerification bool
+
+	// MTU is the SCTP MTU (DefaultMTU if 0, at most MaxMTU, at least
+	// MinMTU). Use LoopbackMTU on loopback.
+	MTU uint32
+	// UDPBufferSize sets SO_RCVBUF and SO_SNDBUF (DefaultUDPBufferSize if
+	// 0; negative leaves the OS default).
+	UDPBufferSize int
+	// MaxReceiveBufferSize is the SCTP receive window
+	// (DefaultMaxReceiveBufferSize if 0).
+	MaxReceiveBufferSize uint32
+	// MaxMessageSize is the largest SCTP message sent or received
+	// (DefaultMaxMessageSize if 0, at least MULPDU + 2).
+	MaxMessageSize uint32
+	// SendQueueLimit caps the bytes each Stream has queued or in flight
+	// (DefaultSendQueueLimit if 0). Writes block while the cap is reached.
+	// It is raised to 2 * MaxMessageSize and lowered to keep RFC 5043 §10's
+	// limit of 32767 unacknowledged chunks per stream.
+	SendQueueLimit int
+	// HandshakeTimeout bounds each handshake a Listener runs
+	// (DefaultHandshakeTimeout if 0).
+	HandshakeTimeout time.Duration
+
+	// KeyLogWriter, if set, receives NSS key-log lines for Wireshark.
+	KeyLogWriter io.Writer
+	// LoggerFactory is passed to pion (pion's default if nil).
+	LoggerFactory logging.LoggerFactory
+
+	// connHook, for tests, wraps the DTLS connection that SCTP runs on,
+	// to see the SCTP packets in the clear.
+	connHook func(net.Conn) net.Conn
+}
+
+// Errors of Config validation and authentication.
+var (
+	ErrNoPeerAuthentication = errors.New("sctpddp: no peer authentication configured: set PeerFingerprints, CAs or PSK (or, for tests, InsecureSkipPeerVerification)")
+	ErrTwoAuthentications   = errors.New("sctpddp: more than one peer authentication mode configured")
+	ErrNoCertificate        = errors.New("sctpddp: certificate authentication needs Config.Certificate")
+	ErrFingerprintMismatch  = errors.New("sctpddp: peer certificate fingerprint does not match any pinned fingerprint")
+	ErrPSKIdentity          = errors.New("sctpddp: unknown PSK identity")
+)
+
+type authMode int
+
+const (
+	authFingerprint authMode = iota + 1
+	authCA
+	authPSK
+	authInsecure
+)
+
+// settings is a Config with defaults applied and checked.
+type settings struct {
+	Config
+	auth           authMode
+	mulpdu         int
+	sendQueueLimit uint64
+}
+
+func (c *Config) settings() (*settings, error) {
+	s := &settings{Config: *c}
+	n := 0
+	if len(c.PeerFingerprints) > 0 {
+		n++
+		s.auth = authFingerprint
+	}
+	if c.CAs != nil {
+		n++
+		s.auth = authCA
+	}
+	if c.PSK != nil {
+		n++
+		s.auth = authPSK
+	}
+	if c.InsecureSkipPeerVerification {
+		n++
+		s.auth = authInsecure
+	}
+	switch {
+	case n == 0:
+		return nil, ErrNoPeerAuthentication
+	case n > 1:
+		return nil, ErrTwoAuthentications
+	}
+	if s.auth != authPSK && (c.Certificate == nil || len(c.Certificate.Certificate) == 0) {
+		return nil, ErrNoCertificate
+	}
+	if s.auth == authPSK && len(c.PSKIdentity) == 0 {
+		return nil, errors.New("sctpddp: PSK needs a PSKIdentity")
+	}
+	if s.MTU == 0 {
+		s.MTU = DefaultMTU
+	}
+	if s.MTU < MinMTU || s.MTU > MaxMTU {
+		return nil, fmt.Errorf("sctpddp: MTU %d outside [%d, %d]", s.MTU, MinMTU, MaxMTU)
+	}
+	s.mulpdu = MULPDUForMTU(s.MTU)
+	if s.UDPBufferSize == 0 {
+		s.UDPBufferSize = DefaultUDPBufferSize
+	}
+	if s.MaxReceiveBufferSize == 0 {
+		s.MaxReceiveBufferSize = DefaultMaxReceiveBufferSize
+	}
+	if s.MaxMessageSize == 0 {
+		s.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if int(s.MaxMessageSize) < s.mulpdu+SSNLen {
+		s.MaxMessageSize = uint32(s.mulpdu + SSNLen)
+	}
+	limit := s.SendQueueLimit
+	if limit <= 0 {
+		limit = DefaultSendQueueLimit
+	}
+	limit = max(limit, 2*int(s.MaxMessageSize))
+	limit = min(limit, maxSendQueueLimit)
+	s.sendQueueLimit = uint64(limit)
+	if s.HandshakeTimeout <= 0 {
+		s.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	return s, nil
+}
+
+// verifyPinned checks a peer's leaf certificate against the pins.
+func (s *settings) verifyPinned(rawCerts [][]byte) error {
+	if len(rawCerts) == 0 {
+		return fmt.Errorf("%w: peer sent no certificate", ErrFingerprintMismatch)
+	}
+	got := FingerprintOf(rawCerts[0])
+	for _, want := range s.PeerFingerprints {
+		if got.Equal(want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: peer presented %s", ErrFingerprintMismatch, got)
+}
+
+// authFailure records why our own verification refused the peer, so that
+// Dial can report it instead of pion's generic alert. pion calls the
+// verification callbacks on its handshake goroutine.
+type authFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (a *authFailure) set(err error) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+}
+
+func (a *authFailure) get() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// dtlsOptions returns the pion/dtls options for a server or a client.
+// authErr (nil on the server, where one option set serves every
+// connection) receives the reason our verification refused the peer.
+func (s *settings) dtlsOptions(server bool, authErr *authFailure) ([]dtls.ServerOption, []dtls.ClientOption) {
+	var shared []dtls.Option
+	var srv []dtls.ServerOption
+	if s.Certificate != nil && s.auth != authPSK {
+		shared = append(shared, dtls.WithCertificates(*s.Certificate))
+	}
+	switch s.auth {
+	case authFingerprint:
+		// Self-signed certificates: no chain to verify, the pin is the
+		// check (and it runs on both sides).
+		shared = append(shared,
+			dtls.WithInsecureSkipVerify(true),
+			dtls.WithVerifyPeerCertificate(func(raw [][]byte, _ [][]*x509.Certificate) error {
+				err := s.verifyPinned(raw)
+				if err != nil {
+					authErr.set(err)
+				}
+				return err
+			}))
+		srv = append(srv, dtls.WithClientAuth(dtls.RequireAnyClientCert))
+	case authCA:
+		shared = append(shared, dtls.WithRootCAs(s.CAs), dtls.WithServerName(s.ServerName))
+		srv = append(srv, dtls.WithClientCAs(s.CAs), dtls.WithClientAuth(dtls.RequireAndVerifyClientCert))
+	case authPSK:
+		id := s.PSKIdentity
+		key := s.PSK
+		// ECDHE-PSK first for forward secrecy; pion enables no PSK suite
+		// by default.
+		shared = append(shared, dtls.WithPSKIdentityHint(id), dtls.WithCipherSuites(
+			dtls.TLS_ECDHE_PSK_WITH_AES_128_CBC_SHA256,
+			dtls.TLS_PSK_WITH_AES_128_GCM_SHA256))
+		if server {
+			shared = append(shared, dtls.WithPSK(func(clientIdentity []byte) ([]byte, error) {
+				if !bytes.Equal(clientIdentity, id) {
+					err := fmt.Errorf("%w %q", ErrPSKIdentity, clientIdentity)
+					authErr.set(err)
+					return nil, err
+				}
+				return key, nil
+			}))
+		} else {
+			shared = append(shared, dtls.WithPSK(func([]byte) ([]byte, error) { return key, nil }))
+		}
+	case authInsecure:
+		shared = append(shared, dtls.WithInsecureSkipVerify(true))
+		srv = append(srv, dtls.WithClientAuth(dtls.RequestClientCert))
+	}
+	shared = append(shared, dtls.WithExtendedMasterSecret(dtls.RequireExtendedMasterSecret))
+	if s.KeyLogWriter != nil {
+		shared = append(shared, dtls.WithKeyLogWriter(s.KeyLogWriter))
+	}
+	if s.LoggerFactory != nil {
+		shared = append(shared, dtls.WithLoggerFactory(s.LoggerFactory))
+	}
+	if server {
+		out := make([]dtls.ServerOption, 0, len(shared)+len(srv))
+		for _, o := range shared {
+			out = append(out, o)
+		}
+		return append(out, srv...), nil
+	}
+	out := make([]dtls.ClientOption, 0, len(shared))
+	for _, o := range shared {
+		out = append(out, o)
+	}
+	return nil, out
+}
