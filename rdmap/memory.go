@@ -50,13 +50,16 @@ var (
 // protection domains share, so that an STag of another domain is told
 // apart from one that does not exist (RFC 5041 §7.2 codes 0x00 and 0x02).
 type Device struct {
-	mu      sync.RWMutex // guards stags and keys
-	stags   map[uint32]*region
-	keys    map[uint32]uint8 // last key used per STag index
-	rng     *rand.Rand
-	max     int
-	nextPD  uint32
-	onEvent func(AsyncEvent)
+	mu     sync.RWMutex // guards stags and keys
+	stags  map[uint32]*region
+	keys   map[uint32]uint8 // last key used per STag index
+	rng    *rand.Rand
+	max    int
+	nextPD uint32
+	// fixedIndex, if not zero, is the only index handed out (tests of
+	// key rotation).
+	fixedIndex uint32
+	onEvent    func(AsyncEvent)
 }
 
 // DeviceConfig sets a Device's limits.
@@ -158,6 +161,9 @@ func (d *Device) insert(r *region) error {
 	}
 	for {
 		idx := d.rng.Uint32() & 0xffffff
+		if d.fixedIndex != 0 {
+			idx = d.fixedIndex
+		}
 		if idx == 0 {
 			continue
 		}

@@ -349,6 +349,9 @@ func (qp *QueuePair) PostRecv(wr RecvWR) error {
 	if qp.state > StateRunning {
 		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
 	}
+	if qp.stream.Posted(QNSend) >= qp.cfg.RecvDepth {
+		return fmt.Errorf("%w: %d receives posted", ErrRecvQueue, qp.cfg.RecvDepth)
+	}
 	if err := qp.stream.Post(QNSend, ddp.Buffer{SGL: sgl, ID: wr.ID}); err != nil {
 		if errors.Is(err, ddp.ErrQueueFull) {
 			return ErrRecvQueue
