@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
-	"github.com/iwarpgo/iwarp/trace"
 )
 
 // Zero-length forms of every operation, with RFC 5040's semantics: a
@@ -196,51 +196,47 @@ func TestKeyChangesOnReRegistration(t *testing.T) {
 }
 
 // With ORD 1 the second Read Request waits for the first Response; a
-// fenced Write waits for every earlier Read.
+// fenced Write waits for every earlier Read. The responder is a raw peer,
+// so the test decides when each Response goes back.
 func TestORDAndFence(t *testing.T) {
-	var mu sync.Mutex
-	var log []string
-	obs := trace.Func(func(e trace.Event) {
-		if e.Kind != trace.SegmentSent && e.Kind != trace.SegmentPlaced {
-			return
-		}
-		mu.Lock()
-		log = append(log, e.Kind.String()+" "+Opcode(e.Opcode).String())
-		mu.Unlock()
-	})
 	ea, eb := llptest.New(llptest.Options{})
-	a := newSide(t, ea, QPConfig{ORD: 1, Observer: obs})
-	b := newSide(t, eb, QPConfig{})
-	ea.Attach(a.qp.Stream())
-	eb.Attach(b.qp.Stream())
-	a.qp.Start(ea)
-	b.qp.Start(eb)
+	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
+	a := newSide(t, eb, QPConfig{ORD: 1})
+	ea.Attach(peer)
+	eb.Attach(a.qp.Stream())
+	a.qp.Start(eb)
 	defer ea.Close()
-	src := b.reg(t, 100, RemoteRead|RemoteWrite)
 	sink := a.reg(t, 100, LocalWrite)
 	for i := 0; i < 3; i++ {
-		mustPost(t, a.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: sink, Length: 10}, RemoteSTag: src.STag()}))
+		mustPost(t, a.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: sink, Offset: uint64(10 * i), Length: 10}, RemoteSTag: 0x777, RemoteTO: 0}))
 	}
-	mustPost(t, a.qp.PostWrite(WriteWR{ID: 9, SGL: []SGE{{MR: sink, Length: 10}}, RemoteSTag: src.STag(), Fence: true}))
-	for i := 0; i < 4; i++ {
-		wait(t, a.scq)
+	mustPost(t, a.qp.PostWrite(WriteWR{ID: 9, SGL: []SGE{{MR: sink, Length: 10}}, RemoteSTag: 0x777, Fence: true}))
+	segs := func() [][]byte {
+		time.Sleep(30 * time.Millisecond)
+		peer.mu.Lock()
+		defer peer.mu.Unlock()
+		return append([][]byte(nil), peer.segs...)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{
-		"segment-sent RDMA Read Request", "segment-placed RDMA Read Response",
-		"segment-sent RDMA Read Request", "segment-placed RDMA Read Response",
-		"segment-sent RDMA Read Request", "segment-placed RDMA Read Response",
-		"segment-sent RDMA Write",
-	}
-	if len(log) != len(want) {
-		t.Fatalf("log %q", log)
-	}
-	for i := range want {
-		if log[i] != want[i] {
-			t.Fatalf("event %d: %q, want %q (log %q)", i, log[i], want[i], log)
+	for i := 0; i < 3; i++ {
+		got := segs()
+		if len(got) != i+1 {
+			t.Fatalf("after %d responses the peer has %d segments; ORD 1 allows one outstanding Read Request", i, len(got))
+		}
+		h, hl, _ := ddp.ParseHeader(got[i])
+		rr, _, _ := ParseReadRequest(got[i][hl:])
+		if Control(h.RsvdULP[0]).Opcode() != OpReadRequest || h.MSN != uint32(i+1) || rr.SinkTO != uint64(10*i) {
+			t.Fatalf("segment %d: %v %+v", i, h, rr)
+		}
+		peer.send(t, taggedSeg(byte(MakeControl(OpReadResponse)), rr.SinkSTag, rr.SinkTO, fill(make([]byte, 10), byte(i))))
+		if c := wait(t, a.scq); c.WRID != uint64(i) || c.Status != StatusSuccess {
+			t.Fatalf("read %d: %+v", i, c)
 		}
 	}
+	got := segs()
+	if len(got) != 4 || Control(got[3][1]).Opcode() != OpWrite {
+		t.Fatalf("the fenced Write did not follow the last Response: %d segments", len(got))
+	}
+	wait(t, a.scq)
 }
 
 // gatedPeer is a raw peer that stops reading until the gate opens.
@@ -423,6 +419,46 @@ func TestCloseDrains(t *testing.T) {
 	}
 	for _, c := range cs[:n] {
 		if c.Status != StatusSuccess {
+			t.Fatalf("%+v", c)
+		}
+	}
+}
+
+// A fenced request waits for every earlier Read to complete; an unfenced
+// one does not.
+func TestFence(t *testing.T) {
+	ea, eb := llptest.New(llptest.Options{})
+	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
+	a := newSide(t, eb, QPConfig{ORD: 8})
+	ea.Attach(peer)
+	eb.Attach(a.qp.Stream())
+	a.qp.Start(eb)
+	defer ea.Close()
+	sink := a.reg(t, 100, LocalWrite)
+	count := func() int {
+		time.Sleep(30 * time.Millisecond)
+		peer.mu.Lock()
+		defer peer.mu.Unlock()
+		return len(peer.segs)
+	}
+	mustPost(t, a.qp.PostRead(ReadWR{ID: 1, Local: SGE{MR: sink, Length: 10}, RemoteSTag: 0x777}))
+	mustPost(t, a.qp.PostWrite(WriteWR{ID: 2, SGL: []SGE{{MR: sink, Length: 10}}, RemoteSTag: 0x777}))
+	if n := count(); n != 2 {
+		t.Fatalf("unfenced Write: %d segments, want the Read Request and the Write", n)
+	}
+	mustPost(t, a.qp.PostSend(SendWR{ID: 3, Fence: true}))
+	if n := count(); n != 2 {
+		t.Fatalf("the fenced Send went before the Read completed (%d segments)", n)
+	}
+	peer.mu.Lock()
+	rr, _, _ := ParseReadRequest(peer.segs[0][ddp.UntaggedHeaderLen:])
+	peer.mu.Unlock()
+	peer.send(t, taggedSeg(byte(MakeControl(OpReadResponse)), rr.SinkSTag, rr.SinkTO, make([]byte, 10)))
+	if n := count(); n != 3 {
+		t.Fatalf("the fenced Send did not follow the Read's completion (%d segments)", n)
+	}
+	for i := 1; i <= 3; i++ {
+		if c := wait(t, a.scq); c.WRID != uint64(i) || c.Status != StatusSuccess {
 			t.Fatalf("%+v", c)
 		}
 	}

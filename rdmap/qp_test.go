@@ -117,8 +117,8 @@ func TestWriteThenSend(t *testing.T) {
 		if err := a.qp.PostWrite(WriteWR{ID: 1, SGL: []SGE{{MR: src, Length: 2000}, {MR: src, Offset: 3000, Length: 2000}}, RemoteSTag: target.STag(), RemoteTO: 100}); err != nil {
 			t.Fatal(err)
 		}
-		copy(src.Bytes()[4990:], "hello")
-		if err := a.qp.PostSend(SendWR{ID: 2, SGL: []SGE{{MR: src, Offset: 4990, Length: 5}}}); err != nil {
+		copy(src.Bytes()[2500:], "hello")
+		if err := a.qp.PostSend(SendWR{ID: 2, SGL: []SGE{{MR: src, Offset: 2500, Length: 5}}}); err != nil {
 			t.Fatal(err)
 		}
 		if c := wait(t, a.scq); c.WRID != 1 || c.Op != WorkWrite || c.Status != StatusSuccess || c.ByteLen != 4000 {
@@ -173,10 +173,10 @@ func TestSendWithInvalidate(t *testing.T) {
 	rbuf := b.reg(t, 64, LocalWrite)
 	b.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: rbuf, Length: 64}}})
 	src := a.reg(t, 64, 0)
+	b.rcq.Arm(true)
 	if err := a.qp.PostSend(SendWR{ID: 5, Solicited: true, Invalidate: true, InvalidateSTag: target.STag(), SGL: []SGE{{MR: src, Length: 10}}}); err != nil {
 		t.Fatal(err)
 	}
-	b.rcq.Arm(true)
 	c := wait(t, b.rcq)
 	if c.Flags&FlagInvalidated == 0 || c.InvalidatedSTag != target.STag() || c.Flags&FlagSolicited == 0 || c.ByteLen != 10 {
 		t.Fatalf("completion %+v", c)
