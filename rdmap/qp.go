@@ -287,6 +287,9 @@ func (qp *QueuePair) PostWrite(wr WriteWR) error {
 
 // PostRead posts an RDMA Read.
 func (qp *QueuePair) PostRead(wr ReadWR) error {
+	if _, ord := qp.ReadLimits(); ord == 0 {
+		return errors.New("rdmap: the ORD is 0: the peer accepts no RDMA Read Requests")
+	}
 	sink, err := qp.resolveOne(wr.Local, LocalWrite)
 	if err != nil {
 		return err
@@ -586,3 +589,27 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 
 // errClosed stops the stream's placement on Close; it is not reported.
 var errClosed = &term.Error{Layer: term.LayerRDMAP, EType: term.ETypeLocalCatastrophic, Detail: "queue pair closed"}
+
+// ReadLimits returns the queue pair's IRD and ORD (ddp.Endpoint).
+func (qp *QueuePair) ReadLimits() (ird, ord int) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.cfg.IRD, qp.cfg.ORD
+}
+
+// SetORD lowers the ORD before the stream starts, to the peer's IRD as
+// the transport negotiated it (RFC 5040 §6.1: "the RDMAP layer MUST NOT
+// exceed the maximum number of outstanding, outbound RDMA Read Requests
+// that were negotiated").
+func (qp *QueuePair) SetORD(ord int) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateIdle {
+		return fmt.Errorf("rdmap: SetORD on a queue pair in state %v", qp.state)
+	}
+	if ord < 0 || ord > qp.cfg.ORD {
+		return fmt.Errorf("rdmap: SetORD(%d): the ORD can only be lowered from %d", ord, qp.cfg.ORD)
+	}
+	qp.cfg.ORD = ord
+	return nil
+}

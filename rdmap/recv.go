@@ -226,7 +226,9 @@ func (r *receiver) Fault(f *ddp.Fault) {
 	rr := qp.termRR
 	qp.mu.Unlock()
 
-	if f.Err.Remote {
+	// No Terminate answers the peer's Terminate, nor the loss of the LLP
+	// stream (there is nothing left to carry it).
+	if f.Err.Remote || f.Err.Is(term.MPAConnectionLost) {
 		qp.closeTerminated()
 	} else {
 		// "The Local Peer MUST send a Terminate Message" (§7.1), and only

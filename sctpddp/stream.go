@@ -118,6 +118,35 @@ func (s *Stream) WriteSegment(ctx context.Context, seg []byte) (SSN, error) {
 	return ssn, nil
 }
 
+// WriteSegmentv is WriteSegment for a segment given as its DDP header and
+// payload slices (ddp.LLP's gather write): they are copied once, into the
+// stream's encoding buffer, which pion copies again into its chunks.
+func (s *Stream) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (SSN, error) {
+	n := len(hdr)
+	for _, p := range payload {
+		n += len(p)
+	}
+	if err := CheckSegmentSize(n, s.a.s.mulpdu); err != nil {
+		return 0, err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	ssn := s.next
+	b := append(s.buf[:0], byte(ssn>>8), byte(ssn))
+	b = append(b, hdr...)
+	for _, p := range payload {
+		b = append(b, p...)
+	}
+	s.buf = b
+	if err := s.send(ctx, PPIDSegment, b); err != nil {
+		return 0, err
+	}
+	return ssn, nil
+}
+
+// interruptRead makes a blocked or later ReadMessage return at once.
+func (s *Stream) interruptRead() { _ = s.s.SetReadDeadline(time.Now()) }
+
 // WriteSessionControl sends a DDP Stream Session Control message with the
 // next DDP-SSN (m.SSN is ignored) and returns that DDP-SSN.
 func (s *Stream) WriteSessionControl(ctx context.Context, m SessionControl) (SSN, error) {

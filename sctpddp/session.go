@@ -1,0 +1,340 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+// SessionConfig configures one DDP Stream Session (RFC 5043 §6).
+type SessionConfig struct {
+	// PrivateData goes in the Initiate, Accept or Reject: at most 512
+	// octets, 508 when IRD/ORD are negotiated (RFC 5043 §5.2.3).
+	PrivateData []byte
+	// Basic uses RFC 5043's own function codes (1-3) and negotiates no
+	// IRD/ORD; by default the session uses RFC 6581's enhanced ones
+	// (5-7), whose Private Data starts with the IRD and ORD.
+	Basic bool
+	// Window is the most DDP Segments the peer may have in flight on the
+	// stream: RFC 5043 §10 lets a sender have 32767 unacknowledged, which
+	// is the default.
+	Window int
+}
+
+func (c *SessionConfig) window() int {
+	if c.Window <= 0 {
+		return MaxInFlight + 1
+	}
+	return c.Window
+}
+
+// RejectedError is returned by Connect when the peer's ULP rejected the
+// session; it carries the peer's Private Data (and IRD/ORD if enhanced).
+type RejectedError struct {
+	PrivateData []byte
+	Enhanced    *EnhancedData
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("sctpddp: the peer rejected the DDP stream session (%d octets of private data)", len(e.PrivateData))
+}
+
+// Errors of the session layer.
+var (
+	ErrSessionTerminated = errors.New("sctpddp: the peer sent DDP Stream Session Terminate")
+	ErrIllegalSequence   = errors.New("sctpddp: a message outside RFC 5043 §6's legal session sequences")
+)
+
+// Session is one DDP Stream Session: a DDP stream (a pair of SCTP streams
+// with one identifier) carrying one ULP endpoint's DDP stream (an RDMAP
+// queue pair). It feeds incoming DDP Segments to the endpoint's
+// ddp.Stream with their DDP-SSN widened to the stream's sequence numbers,
+// so that placement happens on arrival while delivery follows the DDP-SSN
+// order, and it is the endpoint's ddp.LLP for sending.
+type Session struct {
+	a   *Association
+	st  *Stream
+	ep  ddp.Endpoint
+	cfg SessionConfig
+
+	// What the peer said when the session started.
+	PeerPrivateData []byte
+	PeerEnhanced    *EnhancedData
+
+	mu        sync.Mutex // guards closing and err
+	closing   bool
+	err       error
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// ID returns the SCTP Stream Identifier of the session's DDP stream.
+func (s *Session) ID() uint16 { return s.st.ID() }
+
+// MULPDU implements ddp.LLP.
+func (s *Session) MULPDU() int { return s.a.MULPDU() }
+
+// WriteSegment implements ddp.LLP: one DDP Segment Chunk with the next
+// DDP-SSN.
+func (s *Session) WriteSegment(hdr []byte, payload [][]byte) error {
+	_, err := s.st.WriteSegmentv(context.Background(), hdr, payload)
+	return err
+}
+
+// Close ends the session: it sends the DDP Stream Session Terminate
+// ("At least one side MUST send a DDP Stream Terminate", RFC 5043 §6.2),
+// stops reading and waits for the session's goroutines. It does not close
+// the association.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
+		cancel()
+		close(s.done)
+		s.st.interruptRead()
+	})
+	s.wg.Wait()
+	return nil
+}
+
+// Err returns why the session ended, if it ended by itself.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func newSession(a *Association, st *Stream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+	if err := ep.Stream().SetWindow(cfg.window()); err != nil {
+		return nil, err
+	}
+	return &Session{a: a, st: st, ep: ep, cfg: cfg, done: make(chan struct{})}, nil
+}
+
+// start makes the endpoint send over the session and starts reading.
+func (s *Session) start() error {
+	if err := s.ep.Start(s); err != nil {
+		return err
+	}
+	s.wg.Add(2)
+	go s.readLoop()
+	go s.watch()
+	return nil
+}
+
+// watch ends the session once the endpoint has stopped on an error and
+// handed its Terminate to the session: "Note that this would follow any
+// RDMAP Terminate message" (§6.2).
+func (s *Session) watch() {
+	defer s.wg.Done()
+	select {
+	case <-s.ep.Terminated():
+		go s.Close()
+	case <-s.done:
+	}
+}
+
+// readLoop is the receive side: one goroutine per session.
+func (s *Session) readLoop() {
+	defer s.wg.Done()
+	ds := s.ep.Stream()
+	buf := make([]byte, s.a.MULPDU()+SSNLen)
+	var endSeq uint32
+	ending := false
+	for {
+		n, ppid, err := s.st.ReadMessage(context.Background(), buf)
+		if s.isClosing() {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, ErrUnexpectedPPID) || errors.Is(err, ErrSegmentTooLarge) || errors.Is(err, io.ErrShortBuffer) {
+				s.illegal(ds, err)
+				return
+			}
+			s.end(ds, fmt.Errorf("sctpddp: stream %d lost: %w", s.ID(), err))
+			return
+		}
+		switch ppid {
+		case PPIDSegment:
+			c, _, perr := ParseSegmentChunk(buf[:n])
+			if perr != nil {
+				s.illegal(ds, perr)
+				return
+			}
+			seq, ok := widen(ds, c.SSN)
+			if !ok || (ending && seq-ds.Next() >= endSeq-ds.Next()) {
+				s.illegal(ds, fmt.Errorf("DDP-SSN %d outside the window from %d", c.SSN, SSN(ds.Next()+1)))
+				return
+			}
+			if err := ds.Receive(seq, c.Segment); errors.Is(err, ddp.ErrWindow) {
+				s.illegal(ds, err)
+				return
+			}
+		case PPIDSessionControl:
+			m, _, perr := ParseSessionControl(buf[:n])
+			if perr != nil {
+				s.illegal(ds, perr)
+				return
+			}
+			seq, ok := widen(ds, m.SSN)
+			// Only a Terminate may follow the session's start (§6.2).
+			if m.Function != FunctionTerminate || !ok || ending {
+				s.illegal(ds, fmt.Errorf("%v with DDP-SSN %d", m.Function, m.SSN))
+				return
+			}
+			ending, endSeq = true, seq
+		}
+		// The peer's Terminate ends the session once every Data Chunk
+		// before it has been placed and delivered: it may overtake them.
+		if ending && (ds.Next() == endSeq || ds.Stopped()) {
+			s.end(ds, ErrSessionTerminated)
+			return
+		}
+	}
+}
+
+// widen maps a 16-bit DDP-SSN to the DDP stream's 32-bit sequence
+// number: the first segment after the Initiate or Accept (DDP-SSN 0) has
+// DDP-SSN 1 and sequence number 0. "The receiver MAY perform a validity
+// check on received DDP-SSNs to ensure that any gap could be accounted
+// for by unreceived Data Chunks." (§10)
+func widen(ds *ddp.Stream, ssn SSN) (uint32, bool) {
+	next := ds.Next()
+	d := uint16(ssn - SSN(next+1))
+	if int(d) >= ds.Window() {
+		return 0, false
+	}
+	return next + uint32(d), true
+}
+
+func (s *Session) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// illegal terminates the session for a message that fits no legal
+// sequence: "If the adaptation layer receives a Payload Data Chunk that
+// conforms to none of the enumerated legal patterns, the DDP Stream
+// Session MUST be terminated." (§6.1) Nothing more is placed.
+func (s *Session) illegal(ds *ddp.Stream, why error) {
+	s.end(ds, fmt.Errorf("%w: %v", ErrIllegalSequence, why))
+	go s.Close()
+}
+
+// end stops the endpoint's stream: the LLP stream is gone for it, so it
+// flushes its work and sends no RDMAP Terminate.
+func (s *Session) end(ds *ddp.Stream, err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	ds.Fail(term.MPAConnectionLost.With("SCTP DDP stream %d: %v", s.ID(), err))
+}
+
+// Connect starts a DDP Stream Session as the active side on the DDP
+// stream id of a (RFC 5043 §6.2): it sends the Initiate, waits for the
+// Accept, negotiates IRD and ORD as RFC 6581 §9.1 says, and starts ep.
+func Connect(ctx context.Context, a *Association, id uint16, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+	st, err := a.OpenStream(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.NewSession(ctx); err != nil {
+		return nil, err
+	}
+	s, err := newSession(a, st, ep, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ird, ord := ep.ReadLimits()
+	init := SessionControl{Function: FunctionEnhancedInitiate, PrivateData: cfg.PrivateData,
+		Enhanced: EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}}
+	if cfg.Basic {
+		init = SessionControl{Function: FunctionInitiate, PrivateData: cfg.PrivateData}
+	}
+	if _, err := st.WriteSessionControl(ctx, init); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, MaxPrivateData+16)
+	n, ppid, err := st.ReadMessage(ctx, buf)
+	if err != nil {
+		return nil, fmt.Errorf("sctpddp: waiting for the DDP Stream Session Accept: %w", err)
+	}
+	if ppid != PPIDSessionControl {
+		return nil, fmt.Errorf("%w: a DDP Segment before the Accept", ErrIllegalSequence)
+	}
+	m, _, err := ParseSessionControl(buf[:n])
+	if err != nil {
+		return nil, err
+	}
+	if m.SSN != 0 {
+		return nil, fmt.Errorf("%w: reply with DDP-SSN %d", ErrIllegalSequence, m.SSN)
+	}
+	pd := append([]byte(nil), m.PrivateData...)
+	switch m.Function {
+	case FunctionAccept, FunctionEnhancedAccept:
+	case FunctionReject, FunctionEnhancedReject:
+		re := &RejectedError{PrivateData: pd}
+		if m.Function.Enhanced() {
+			e := m.Enhanced
+			re.Enhanced = &e
+		}
+		return nil, re
+	case FunctionTerminate:
+		return nil, fmt.Errorf("%w before the session started", ErrSessionTerminated)
+	default:
+		return nil, fmt.Errorf("%w: %v in reply to an Initiate", ErrIllegalSequence, m.Function)
+	}
+	s.PeerPrivateData = pd
+	var insufficient bool
+	if m.Function.Enhanced() {
+		e := m.Enhanced
+		s.PeerEnhanced = &e
+		// "Upon receiving the MPA Accept Frame from the responder, the
+		// initiator MUST set its IRD at least to the responder ORD and its
+		// ORD at most to the responder IRD." (RFC 6581 §9.1)
+		if e.IRD != IRDORDNoNegotiation && int(e.IRD) < ord {
+			if err := ep.SetORD(int(e.IRD)); err != nil {
+				return nil, err
+			}
+		}
+		insufficient = e.ORD != IRDORDNoNegotiation && int(e.ORD) > ird
+	} else if !cfg.Basic {
+		return nil, fmt.Errorf("%w: a basic Accept answered an enhanced Initiate", ErrIllegalSequence)
+	}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	if insufficient {
+		// "If the initiator does not have sufficient resources for the
+		// required IRD, it MUST send a TERM message to the responder
+		// indicating insufficient resources ... Layer 2, Error Type 0,
+		// Error Code 6."
+		ep.Stream().Fail(term.MPAInsufficientIRD.With("the responder's ORD %d exceeds this end's IRD %d", s.PeerEnhanced.ORD, ird))
+		<-ep.Terminated()
+		s.Close()
+		return nil, term.MPAInsufficientIRD
+	}
+	return s, nil
+}
+
+func clamp14(v int) uint16 {
+	if v >= int(IRDORDNoNegotiation) {
+		return IRDORDNoNegotiation - 1
+	}
+	return uint16(v)
+}

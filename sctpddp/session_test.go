@@ -1,0 +1,547 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/term"
+	"github.com/iwarpgo/iwarp/trace"
+	"github.com/pion/sctp"
+)
+
+// peer is one side's RDMAP resources.
+type peer struct {
+	dev      *rdmap.Device
+	pd       *rdmap.ProtectionDomain
+	scq, rcq *rdmap.CompletionQueue
+	qp       *rdmap.QueuePair
+}
+
+func newPeer(t testing.TB, obs trace.Observer) *peer {
+	p := &peer{dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
+	p.pd = p.dev.NewProtectionDomain()
+	p.scq, p.rcq = p.dev.NewCompletionQueue(1024), p.dev.NewCompletionQueue(1024)
+	qp, err := p.pd.NewQueuePair(rdmap.QPConfig{SendCQ: p.scq, RecvCQ: p.rcq, Observer: obs, SendDepth: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.qp = qp
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		qp.Close(ctx)
+	})
+	return p
+}
+
+func (p *peer) reg(t testing.TB, n int, a rdmap.Access) *rdmap.MemoryRegion {
+	mr, err := p.pd.RegisterMemory(make([]byte, n), 0, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := cq.Wait(ctx)
+	if err != nil {
+		t.Fatalf("no completion: %v", err)
+	}
+	return c
+}
+
+// sessionPair connects client and server queue pairs in a DDP Stream
+// Session on stream id of one association.
+func sessionPair(t *testing.T, server, client *Association, sa *SessionAcceptor, id uint16, a, b *peer) (*Session, *Session) {
+	t.Helper()
+	ctx := testCtx(t)
+	type res struct {
+		s   *Session
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, err := sa.Accept(ctx)
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		if string(r.PrivateData) != "hello" || r.StreamID() != id || r.Enhanced == nil {
+			ch <- res{nil, errors.New("unexpected request")}
+			return
+		}
+		s, err := r.Accept(b.qp, SessionConfig{PrivateData: []byte("welcome")})
+		ch <- res{s, err}
+	}()
+	cs, err := Connect(ctx, client, id, a.qp, SessionConfig{PrivateData: []byte("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if string(cs.PeerPrivateData) != "welcome" {
+		t.Fatalf("accept private data %q", cs.PeerPrivateData)
+	}
+	return cs, r.s
+}
+
+func fillp(b []byte, seed byte) []byte {
+	for i := range b {
+		b[i] = seed + byte(i*13)
+	}
+	return b
+}
+
+// Every RDMAP operation over real DTLS/UDP on loopback.
+func TestSessionAllOperations(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	a, b := newPeer(t, nil), newPeer(t, nil)
+	sessionPair(t, server, client, sa, 1, a, b)
+
+	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
+	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
+	for i := 0; i < 4; i++ {
+		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
+	}
+	inv := b.reg(t, 64, rdmap.RemoteWrite)
+	src := a.reg(t, 1<<20, 0)
+	fillp(src.Bytes(), 7)
+	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0xdeadbeef}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 4, Solicited: true}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 6, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 7, Invalidate: true, InvalidateSTag: inv.STag(), SGL: []rdmap.SGE{{MR: src, Length: 10}}}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag()}))
+	for i := 1; i <= 8; i++ {
+		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(sink.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
+		t.Fatal("bytes differ after Write and Read")
+	}
+	want := []struct {
+		n     uint32
+		flags uint8
+		inv   uint32
+	}{{1000, 0, 0}, {0, rdmap.FlagSolicited, 0}, {10, rdmap.FlagInvalidated, inv.STag()}, {0, rdmap.FlagInvalidated | rdmap.FlagSolicited, target.STag()}}
+	for i, w := range want {
+		c := waitC(t, b.rcq)
+		if c.WRID != uint64(i) || c.ByteLen != w.n || c.Flags != w.flags || c.InvalidatedSTag != w.inv {
+			t.Fatalf("receive %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(rbuf.Bytes()[:1000], src.Bytes()[:1000]) {
+		t.Fatal("send bytes differ")
+	}
+}
+
+// reorderRelay forwards UDP datagrams between a client and a server,
+// holding back every fifth one from the client for a moment, so that SCTP
+// really delivers unordered chunks out of order.
+type reorderRelay struct {
+	conn   *net.UDPConn
+	server *net.UDPAddr
+	mu     sync.Mutex
+	client *net.UDPAddr
+	wg     sync.WaitGroup
+}
+
+func newReorderRelay(t *testing.T, server net.Addr) *reorderRelay {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reorderRelay{conn: c, server: server.(*net.UDPAddr)}
+	r.wg.Add(1)
+	go r.loop()
+	t.Cleanup(func() { c.Close(); r.wg.Wait() })
+	return r
+}
+
+func (r *reorderRelay) loop() {
+	defer r.wg.Done()
+	buf := make([]byte, 65536)
+	n := 0
+	for {
+		k, from, err := r.conn.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		pkt := append([]byte(nil), buf[:k]...)
+		if from.Port == r.server.Port && from.IP.Equal(r.server.IP) {
+			r.mu.Lock()
+			to := r.client
+			r.mu.Unlock()
+			if to != nil {
+				r.conn.WriteToUDP(pkt, to)
+			}
+			continue
+		}
+		r.mu.Lock()
+		r.client = from
+		r.mu.Unlock()
+		n++
+		if n > 20 && n%5 == 0 {
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				time.Sleep(3 * time.Millisecond)
+				r.conn.WriteToUDP(pkt, r.server)
+			}()
+			continue
+		}
+		r.conn.WriteToUDP(pkt, r.server)
+	}
+}
+
+// Over a path that reorders datagrams, segments are placed as they arrive
+// — out of DDP-SSN order — and delivered in order: the event stream shows
+// a segment placed while an earlier one is still missing, and the Send
+// after the Write is delivered last.
+func TestSessionPlacementBeforeDelivery(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	srv.MTU, cli.MTU = DefaultMTU, DefaultMTU
+	ctx := testCtx(t)
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	relay := newReorderRelay(t, l.Addr())
+	ach := make(chan *Association, 1)
+	go func() {
+		a, _ := l.Accept(ctx)
+		ach <- a
+	}()
+	client, err := Dial(ctx, "udp", relay.conn.LocalAddr().String(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server := <-ach
+	t.Cleanup(func() { server.Close() })
+
+	var mu sync.Mutex
+	var placed []uint32
+	var delivered []trace.Event
+	obs := trace.Func(func(e trace.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case trace.SegmentPlaced:
+			placed = append(placed, e.Seq)
+		case trace.MessageDelivered:
+			delivered = append(delivered, e)
+		}
+	})
+	a, b := newPeer(t, nil), newPeer(t, obs)
+	sessionPair(t, server, client, server.Sessions(0), 3, a, b)
+	target := b.reg(t, 4<<20, rdmap.RemoteWrite)
+	rbuf := b.reg(t, 16, rdmap.LocalWrite)
+	b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 16}}})
+	src := a.reg(t, 4<<20, 0)
+	fillp(src.Bytes(), 3)
+	a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 4 << 20}}, RemoteSTag: target.STag(), Unsignaled: true})
+	a.qp.PostSend(rdmap.SendWR{ID: 2, SGL: []rdmap.SGE{{MR: src, Length: 16}}})
+	waitC(t, b.rcq)
+	if !bytes.Equal(target.Bytes(), src.Bytes()) {
+		t.Fatal("written bytes differ")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	outOfOrder := 0
+	var max uint32
+	for i, s := range placed {
+		if i > 0 && s < max {
+			outOfOrder++
+		}
+		if s > max {
+			max = s
+		}
+	}
+	t.Logf("%d segments placed, %d of them after a later one", len(placed), outOfOrder)
+	if outOfOrder == 0 {
+		t.Fatal("no segment was placed out of order: the path did not reorder")
+	}
+	if len(delivered) != 2 || !delivered[0].Tagged || delivered[1].Tagged || delivered[0].Len != 4<<20 {
+		t.Fatalf("deliveries %+v", delivered)
+	}
+}
+
+// Several DDP streams share one association, each with its own queue
+// pair and its own ordering.
+func TestSessionsShareAnAssociation(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	const streams = 3
+	var as, bs []*peer
+	for i := 0; i < streams; i++ {
+		a, b := newPeer(t, nil), newPeer(t, nil)
+		sessionPair(t, server, client, sa, uint16(10+i), a, b)
+		as, bs = append(as, a), append(bs, b)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < streams; i++ {
+		a, b := as[i], bs[i]
+		rbuf := b.reg(t, 64*100, rdmap.LocalWrite)
+		for k := 0; k < 100; k++ {
+			b.qp.PostRecv(rdmap.RecvWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(64 * k), Length: 64}}})
+		}
+		src := a.reg(t, 64, 0)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := 0; k < 100; k++ {
+				src.Bytes()[0] = byte(i)
+				if err := a.qp.PostSend(rdmap.SendWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: src, Length: 1}}, Inline: true}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < streams; i++ {
+		for k := 0; k < 100; k++ {
+			c := waitC(t, bs[i].rcq)
+			if c.WRID != uint64(k) || c.ByteLen != 1 {
+				t.Fatalf("stream %d: receive %d: %+v", i, k, c)
+			}
+		}
+	}
+}
+
+func TestSessionReject(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	go func() {
+		r, err := sa.Accept(testCtx(t))
+		if err == nil {
+			r.Reject([]byte("no, thanks"), 4, 4)
+		}
+	}()
+	a := newPeer(t, nil)
+	_, err := Connect(testCtx(t), client, 1, a.qp, SessionConfig{})
+	var re *RejectedError
+	if !errors.As(err, &re) || string(re.PrivateData) != "no, thanks" || re.Enhanced == nil || re.Enhanced.IRD != 4 {
+		t.Fatalf("Connect = %v", err)
+	}
+}
+
+func TestSessionBasicAndIRDORD(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	// Basic RFC 5043 codes: no IRD/ORD.
+	go func() {
+		r, err := sa.Accept(testCtx(t))
+		if err == nil && r.Enhanced == nil {
+			r.Accept(newPeer(t, nil).qp, SessionConfig{})
+		}
+	}()
+	a := newPeer(t, nil)
+	s, err := Connect(testCtx(t), client, 1, a.qp, SessionConfig{Basic: true})
+	if err != nil || s.PeerEnhanced != nil {
+		t.Fatalf("basic Connect = %v", err)
+	}
+	// Enhanced: the responder's IRD of 2 lowers the initiator's ORD.
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	cq := dev.NewCompletionQueue(16)
+	small, _ := pd.NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq, IRD: 2, ORD: 1})
+	defer small.Close(context.Background())
+	go func() {
+		r, err := sa.Accept(testCtx(t))
+		if err == nil {
+			r.Accept(small, SessionConfig{})
+		}
+	}()
+	c := newPeer(t, nil)
+	s, err = Connect(testCtx(t), client, 2, c.qp, SessionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ird, ord := c.qp.ReadLimits(); ord != 2 || ird != 8 || s.PeerEnhanced.IRD != 2 || s.PeerEnhanced.ORD != 1 {
+		t.Fatalf("negotiated IRD %d ORD %d; peer sent %+v", ird, ord, s.PeerEnhanced)
+	}
+}
+
+// rawStream opens a DDP stream and writes raw SCTP messages on it.
+func rawWrite(t *testing.T, st *Stream, ppid PPID, msg []byte) {
+	t.Helper()
+	if _, err := st.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad input on the session layer: each gets RFC 5043's answer — the
+// session is terminated (a DDP Stream Session Terminate) — and nothing is
+// placed.
+func TestSessionBadInput(t *testing.T) {
+	type tc struct {
+		name string
+		// after the session is up, the client's raw stream sends these
+		send func(t *testing.T, st *Stream, target uint32)
+	}
+	seg := func(ssn SSN, stag uint32) []byte {
+		h := []byte{0xc1, 0x40, byte(stag >> 24), byte(stag >> 16), byte(stag >> 8), byte(stag), 0, 0, 0, 0, 0, 0, 0, 0, 'x'}
+		return SegmentChunk{SSN: ssn, Segment: h}.Append(nil)
+	}
+	cases := []tc{
+		{"forged DDP-SSN far out of the window", func(t *testing.T, st *Stream, stag uint32) {
+			rawWrite(t, st, PPIDSegment, seg(40000, stag))
+		}},
+		{"DDP-SSN of the Accept again", func(t *testing.T, st *Stream, stag uint32) {
+			rawWrite(t, st, PPIDSegment, seg(0, stag))
+		}},
+		{"unknown PPID", func(t *testing.T, st *Stream, stag uint32) {
+			rawWrite(t, st, PPID(99), seg(1, stag))
+		}},
+		{"a second Initiate on an established stream", func(t *testing.T, st *Stream, stag uint32) {
+			m := SessionControl{SSN: 1, Function: FunctionInitiate}
+			rawWrite(t, st, PPIDSessionControl, m.Append(nil))
+		}},
+		{"private data over 512 octets", func(t *testing.T, st *Stream, stag uint32) {
+			m := SessionControl{SSN: 1, Function: FunctionAccept, PrivateData: make([]byte, 600)}
+			rawWrite(t, st, PPIDSessionControl, m.Append(nil))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := pinnedConfigs(t)
+			server, client := connect(t, srv, cli)
+			sa := server.Sessions(0)
+			b := newPeer(t, nil)
+			target := b.reg(t, 64, rdmap.RemoteWrite)
+			rbuf := b.reg(t, 64, rdmap.LocalWrite)
+			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			go func() {
+				r, err := sa.Accept(testCtx(t))
+				if err == nil {
+					r.Accept(b.qp, SessionConfig{})
+				}
+			}()
+			// The client is scripted by hand: Initiate, wait for the Accept.
+			st, err := client.OpenStream(5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionEnhancedInitiate, Enhanced: EnhancedData{IRD: 1, ORD: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 2048)
+			n, ppid, err := st.ReadMessage(testCtx(t), buf)
+			if err != nil || ppid != PPIDSessionControl {
+				t.Fatal(err)
+			}
+			if m, _, _ := ParseSessionControl(buf[:n]); m.Function != FunctionEnhancedAccept {
+				t.Fatalf("reply %v", m.Function)
+			}
+			tc.send(t, st, target.STag())
+			// The session is terminated: the server sends a DDP Stream
+			// Session Terminate, and its queue pair flushes.
+			for {
+				n, ppid, err := st.ReadMessage(testCtx(t), buf)
+				if err != nil {
+					t.Fatalf("no Session Terminate: %v", err)
+				}
+				if ppid == PPIDSessionControl {
+					if m, _, _ := ParseSessionControl(buf[:n]); m.Function == FunctionTerminate {
+						break
+					}
+				}
+			}
+			if c := waitC(t, b.rcq); c.Status != rdmap.StatusWRFlushErr {
+				t.Fatalf("receive %+v", c)
+			}
+			if !errors.Is(b.qp.Err(), term.MPAConnectionLost) || !bytes.Equal(target.Bytes(), make([]byte, 64)) {
+				t.Fatalf("error %v; memory % x", b.qp.Err(), target.Bytes()[:4])
+			}
+		})
+	}
+}
+
+// A segment before the session starts, and more pending Initiates than
+// the limit, are answered with a DDP Stream Session Terminate.
+func TestSessionBeforeAccept(t *testing.T) {
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	server.Sessions(1)
+	expectTerminate := func(st *Stream) {
+		t.Helper()
+		buf := make([]byte, 2048)
+		n, ppid, err := st.ReadMessage(testCtx(t), buf)
+		if err != nil || ppid != PPIDSessionControl {
+			t.Fatalf("%v %v", ppid, err)
+		}
+		if m, _, _ := ParseSessionControl(buf[:n]); m.Function != FunctionTerminate {
+			t.Fatalf("reply %v", m.Function)
+		}
+	}
+	st, _ := client.OpenStream(7)
+	rawWrite(t, st, PPIDSegment, SegmentChunk{SSN: 0, Segment: make([]byte, 18)}.Append(nil))
+	expectTerminate(st)
+	// One request may wait; the second is refused.
+	st1, _ := client.OpenStream(8)
+	st1.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionInitiate})
+	time.Sleep(50 * time.Millisecond)
+	st2, _ := client.OpenStream(9)
+	st2.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionInitiate})
+	expectTerminate(st2)
+}
+
+// Losing the association flushes every stream's work requests.
+func TestAssociationLossFlushes(t *testing.T) {
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	a, b := newPeer(t, nil), newPeer(t, nil)
+	sessionPair(t, server, client, sa, 1, a, b)
+	rbuf := b.reg(t, 64, rdmap.LocalWrite)
+	for i := 0; i < 3; i++ {
+		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+	}
+	client.Close()
+	server.Close()
+	for i := 0; i < 3; i++ {
+		if c := waitC(t, b.rcq); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
+			t.Fatalf("%+v", c)
+		}
+	}
+	if b.qp.State() != rdmap.StateTerminating {
+		t.Fatal(b.qp.State())
+	}
+}
