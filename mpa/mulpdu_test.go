@@ -43,3 +43,16 @@ func TestMULPDU(t *testing.T) {
 		}
 	}
 }
+
+func TestEMSS(t *testing.T) {
+	a, _ := tcpPair(t)
+	emss, err := EMSS(a)
+	if err != nil {
+		t.Skipf("EMSS: %v", err)
+	}
+	// Whatever the kernel picked, it is a real MSS.
+	if emss < 536 || emss > 65495 {
+		t.Fatalf("EMSS %d", emss)
+	}
+	t.Logf("loopback EMSS %d: MULPDU %d, with Markers %d", emss, MULPDU(emss, false), MULPDU(emss, true))
+}

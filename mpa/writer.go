@@ -61,9 +61,14 @@ func (w *Writer) Options() Options { return w.opts }
 func (w *Writer) Offset() uint64 { return w.pos }
 
 // MULPDU returns the Options' MaxULPDU limit (MaxULPDU when unset): the
-// largest ULPDU WriteFPDU accepts. DDP should size its segments with
-// MULPDU(emss, markers), which is normally much smaller.
+// largest ULPDU WriteFPDU accepts. Set Options.MaxULPDU to
+// MULPDU(EMSS(conn), markers) so that DDP sizes its segments to fit TCP
+// segments (RFC 5044 §4.5, §5.1).
 func (w *Writer) MULPDU() int { return w.opts.maxULPDU() }
+
+// WriteSegment is WriteFPDU under the name of DDP's LLP interface: with
+// MULPDU it lets a *Writer serve as DDP's lower layer directly.
+func (w *Writer) WriteSegment(hdr []byte, payload [][]byte) error { return w.WriteFPDU(hdr, payload) }
 
 // WriteFPDU sends one FPDU whose ULPDU is hdr followed by the payload
 // slices (RFC 5044 §4.1): ULPDU_Length, the ULPDU, PAD to a multiple of
