@@ -1,5 +1,3 @@
-//go:build !js
-
 package sctpddp
 
 import (
@@ -36,6 +34,28 @@ func (c *SessionConfig) window() int {
 	return c.Window
 }
 
+// MessageStream is a DDP stream as the session layer uses it: an SCTP
+// stream pair of an Association (Stream), or a WebRTC data channel. Each
+// message is one DDP Segment Chunk or one DDP Stream Session Control
+// message with its DDP-SSN (RFC 5043 §5.2).
+type MessageStream interface {
+	ID() uint16
+	// MULPDU is the largest DDP Segment the stream carries.
+	MULPDU() int
+	// ReadMessage reads one whole message and says which it is.
+	ReadMessage(ctx context.Context, buf []byte) (int, PPID, error)
+	// WriteSegmentv sends one DDP Segment with the next DDP-SSN.
+	WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (SSN, error)
+	// WriteSessionControl sends a session control message with the next
+	// DDP-SSN.
+	WriteSessionControl(ctx context.Context, m SessionControl) (SSN, error)
+	// NewSession resets the DDP-SSN once the previous session's chunks are
+	// acknowledged.
+	NewSession(ctx context.Context) error
+	// InterruptRead makes a blocked or later ReadMessage return.
+	InterruptRead()
+}
+
 // RejectedError is returned by Connect when the peer's ULP rejected the
 // session; it carries the peer's Private Data (and IRD/ORD if enhanced).
 type RejectedError struct {
@@ -60,10 +80,10 @@ var (
 // so that placement happens on arrival while delivery follows the DDP-SSN
 // order, and it is the endpoint's ddp.LLP for sending.
 type Session struct {
-	a   *Association
-	st  *Stream
-	ep  ddp.Endpoint
-	cfg SessionConfig
+	st     MessageStream
+	mulpdu int
+	ep     ddp.Endpoint
+	cfg    SessionConfig
 
 	// What the peer said when the session started.
 	PeerPrivateData []byte
@@ -81,7 +101,7 @@ type Session struct {
 func (s *Session) ID() uint16 { return s.st.ID() }
 
 // MULPDU implements ddp.LLP.
-func (s *Session) MULPDU() int { return s.a.MULPDU() }
+func (s *Session) MULPDU() int { return s.mulpdu }
 
 // WriteSegment implements ddp.LLP: one DDP Segment Chunk with the next
 // DDP-SSN.
@@ -103,7 +123,7 @@ func (s *Session) Close() error {
 		s.st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
 		cancel()
 		close(s.done)
-		s.st.interruptRead()
+		s.st.InterruptRead()
 	})
 	s.wg.Wait()
 	return nil
@@ -116,11 +136,11 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-func newSession(a *Association, st *Stream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+func newSession(st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
 	if err := ep.Stream().SetWindow(cfg.window()); err != nil {
 		return nil, err
 	}
-	return &Session{a: a, st: st, ep: ep, cfg: cfg, done: make(chan struct{})}, nil
+	return &Session{st: st, mulpdu: st.MULPDU(), ep: ep, cfg: cfg, done: make(chan struct{})}, nil
 }
 
 // start makes the endpoint send over the session and starts reading.
@@ -150,7 +170,7 @@ func (s *Session) watch() {
 func (s *Session) readLoop() {
 	defer s.wg.Done()
 	ds := s.ep.Stream()
-	buf := make([]byte, s.a.MULPDU()+SSNLen)
+	buf := make([]byte, s.mulpdu+SSNLen)
 	var endSeq uint32
 	ending := false
 	for {
@@ -245,18 +265,14 @@ func (s *Session) end(ds *ddp.Stream, err error) {
 	ds.Fail(term.MPAConnectionLost.With("SCTP DDP stream %d: %v", s.ID(), err))
 }
 
-// Connect starts a DDP Stream Session as the active side on the DDP
-// stream id of a (RFC 5043 §6.2): it sends the Initiate, waits for the
-// Accept, negotiates IRD and ORD as RFC 6581 §9.1 says, and starts ep.
-func Connect(ctx context.Context, a *Association, id uint16, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
-	st, err := a.OpenStream(id)
-	if err != nil {
-		return nil, err
-	}
+// ConnectStream starts a DDP Stream Session as the active side on st
+// (RFC 5043 §6.2): it sends the Initiate, waits for the Accept,
+// negotiates IRD and ORD as RFC 6581 §9.1 says, and starts ep.
+func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
 	if err := st.NewSession(ctx); err != nil {
 		return nil, err
 	}
-	s, err := newSession(a, st, ep, cfg)
+	s, err := newSession(st, ep, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -144,8 +144,11 @@ func (s *Stream) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte
 	return ssn, nil
 }
 
-// interruptRead makes a blocked or later ReadMessage return at once.
-func (s *Stream) interruptRead() { _ = s.s.SetReadDeadline(time.Now()) }
+// InterruptRead makes a blocked or later ReadMessage return at once.
+func (s *Stream) InterruptRead() { _ = s.s.SetReadDeadline(time.Now()) }
+
+// MULPDU returns the association's MULPDU.
+func (s *Stream) MULPDU() int { return s.a.s.mulpdu }
 
 // WriteSessionControl sends a DDP Stream Session Control message with the
 // next DDP-SSN (m.SSN is ignored) and returns that DDP-SSN.

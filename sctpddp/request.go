@@ -1,0 +1,141 @@
+package sctpddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+)
+
+// SessionRequest is a DDP Stream Session Initiate waiting for the ULP's
+// decision (RFC 5043 §6.3: "Acceptance or rejection of DDP Stream Session
+// Initiate messages SHOULD be under the control of the ULP").
+type SessionRequest struct {
+	st      MessageStream
+	m       SessionControl
+	timeout time.Duration
+
+	PrivateData []byte        // the initiator's Private Data
+	Enhanced    *EnhancedData // the initiator's IRD/ORD (RFC 6581), if any
+
+	once sync.Once
+}
+
+// StreamID returns the SCTP Stream Identifier the peer chose.
+func (r *SessionRequest) StreamID() uint16 { return r.st.ID() }
+
+var errDecided = errors.New("sctpddp: the session request was already accepted or rejected")
+
+// Accept accepts the session: it negotiates IRD and ORD (RFC 6581 §9.1),
+// sends the Accept with privateData, and starts ep on the session.
+func (r *SessionRequest) Accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+	err := errDecided
+	var s *Session
+	r.once.Do(func() { s, err = r.accept(ep, cfg) })
+	return s, err
+}
+
+func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+	s, err := newSession(r.st, ep, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.PeerPrivateData, s.PeerEnhanced = r.PrivateData, r.Enhanced
+	reply := SessionControl{Function: FunctionAccept, PrivateData: cfg.PrivateData}
+	if e := r.Enhanced; e != nil {
+		ird, ord := ep.ReadLimits()
+		out := EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}
+		// "The responder MUST respond to an initiator ORD value of 0x3FFF
+		// by leaving its local endpoint IRD value unchanged and setting the
+		// IRD to 0x3FFF in its reply message." Likewise for the IRD.
+		if e.ORD == IRDORDNoNegotiation {
+			out.IRD = IRDORDNoNegotiation
+		}
+		if e.IRD == IRDORDNoNegotiation {
+			out.ORD = IRDORDNoNegotiation
+		} else if int(e.IRD) < ord {
+			// "The responder MUST set its ORD at most to the initiator
+			// IRD."
+			if err := ep.SetORD(int(e.IRD)); err != nil {
+				return nil, err
+			}
+			out.ORD = e.IRD
+		}
+		reply = SessionControl{Function: FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	if _, err := r.st.WriteSessionControl(ctx, reply); err != nil {
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reject rejects the session with privateData (§6.3). IRD and ORD, when
+// the initiator sent enhanced data, report this end's limits, as RFC 6581
+// §9.1 asks.
+func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
+	err := errDecided
+	r.once.Do(func() {
+		m := SessionControl{Function: FunctionReject, PrivateData: privateData}
+		if r.Enhanced != nil {
+			m = SessionControl{Function: FunctionEnhancedReject, PrivateData: privateData,
+				Enhanced: EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		defer cancel()
+		_, err = r.st.WriteSessionControl(ctx, m)
+	})
+	return err
+}
+
+// ReadInitiate reads the first message of a new DDP stream, which must be
+// an Initiate with DDP-SSN 0 (RFC 5043 §6.1, §6.2), and returns it as a
+// request for the ULP to accept or reject; timeout bounds the reply.
+// Anything else is answered with a DDP Stream Session Terminate and an
+// error.
+func ReadInitiate(ctx context.Context, st MessageStream, timeout time.Duration) (*SessionRequest, error) {
+	buf := make([]byte, MaxPrivateData+16)
+	n, ppid, err := st.ReadMessage(ctx, buf)
+	if err != nil {
+		if errors.Is(err, ErrUnexpectedPPID) {
+			terminateStream(st)
+		}
+		return nil, err
+	}
+	var m SessionControl
+	if ppid == PPIDSessionControl {
+		m, _, err = ParseSessionControl(buf[:n])
+	} else {
+		err = fmt.Errorf("%w: a DDP Segment before the Initiate", ErrIllegalSequence)
+	}
+	if err == nil && (m.SSN != 0 || (m.Function != FunctionInitiate && m.Function != FunctionEnhancedInitiate)) {
+		err = fmt.Errorf("%w: %v with DDP-SSN %d opens the session", ErrIllegalSequence, m.Function, m.SSN)
+	}
+	if err != nil {
+		terminateStream(st)
+		return nil, err
+	}
+	if err := st.NewSession(ctx); err != nil {
+		return nil, err
+	}
+	r := &SessionRequest{st: st, m: m, timeout: timeout, PrivateData: append([]byte(nil), m.PrivateData...)}
+	if m.Function.Enhanced() {
+		e := m.Enhanced
+		r.Enhanced = &e
+	}
+	return r, nil
+}
+
+func terminateStream(st MessageStream) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st.NewSession(ctx)
+	st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
+}
