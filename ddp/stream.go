@@ -239,14 +239,32 @@ func (s *Stream) Drain(qn uint32) []Buffer {
 // and nothing will be: the stream has stopped and Fault has been called
 // (ErrStopped and ErrWindow excepted, which do not stop it).
 func (s *Stream) Begin(seq uint32, raw []byte, n int) (Header, Target, error) {
-	h, hl, err := ParseHeader(raw)
+	h, t, err := s.Check(seq, raw, n)
+	if te, ok := err.(*term.Error); ok {
+		hl := 0
+		if len(raw) > 0 {
+			hl = min(len(raw), Control(raw[0]).HeaderLen())
+		}
+		s.stop(te, raw[:hl], hl+n)
+	}
+	return h, t, err
+}
+
+// Check is Begin without the consequence: a segment that fails a check
+// does not stop the stream. An LLP whose integrity check (MPA's CRC) comes
+// after the header has been read calls Check, reads the payload, verifies
+// it, and only then either calls End or, for a segment that failed a
+// check, FailSegment with the error Check returned (RFC 5044 §6: "An MPA
+// receiver MUST first verify the FPDU before passing the ULPDU to DDP";
+// an FPDU that fails its CRC is reported as a CRC error, whatever its
+// header says).
+func (s *Stream) Check(seq uint32, raw []byte, n int) (Header, Target, error) {
+	h, _, err := ParseHeader(raw)
 	if s.isStopped() {
 		return h, Target{}, ErrStopped
 	}
 	if err != nil {
-		e := term.DDPLocalCatastrophic.With("%v", err)
-		s.stop(e, raw, len(raw)+n)
-		return h, Target{}, e
+		return h, Target{}, term.DDPLocalCatastrophic.With("%v", err)
 	}
 	if d := seq - s.next; d >= s.window {
 		return h, Target{}, ErrWindow
@@ -256,7 +274,6 @@ func (s *Stream) Begin(seq uint32, raw []byte, n int) (Header, Target, error) {
 	s.current = h
 	t, terr := s.check(&s.current, n)
 	if terr != nil {
-		s.stop(terr, raw[:hl], hl+n)
 		return h, Target{}, terr
 	}
 	s.active = true

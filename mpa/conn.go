@@ -1,0 +1,361 @@
+//go:build !js
+
+package mpa
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+// Config configures an MPA connection, either side.
+type Config struct {
+	// Revision is the MPA revision to start with: 2 (RFC 6581, the
+	// default: IRD/ORD and the RTR indication are negotiated) or 1 (RFC
+	// 5044 as Linux siw speaks it by default).
+	Revision int
+	// Markers asks the peer to put Markers in the FPDUs it sends here
+	// (the M bit: "the sender REQUIRES Markers in the FPDUs the peer
+	// sends to it"). Markers go the other way when the peer asks.
+	Markers bool
+	// NoCRC clears the C bit. CRCs are used in both directions unless
+	// both ends clear it (RFC 5044 §7.1.1).
+	NoCRC bool
+	// PrivateData goes in the Request or Reply Frame (at most 512 octets,
+	// 508 with Revision 2).
+	PrivateData []byte
+	// ClientServer selects RFC 6581's client-server model instead of
+	// peer-to-peer: no RTR indication; the initiator's ULP must send
+	// first, since the responder sends nothing before it has received an
+	// FPDU (RFC 5044 §7.1.2 rule 4). Revision 1 is always client-server.
+	ClientServer bool
+	// HandshakeTimeout bounds the startup frames on both sides (RFC 5044
+	// §7.1.2 rule 10). Default 10 s.
+	HandshakeTimeout time.Duration
+	// TLS, if set, runs MPA inside TLS over the TCP connection (RFC 5042
+	// §7 allows securing the LLP this way): a client config for Dial, a
+	// server config for Listen.
+	TLS *tls.Config
+	// Trace, if set, receives a copy of every octet of the MPA stream in
+	// each direction (after TLS decryption), from the first octet of the
+	// startup frames on: for recording the session as a capture.
+	Trace func(fromLocal bool, b []byte)
+}
+
+func (c *Config) revision() int {
+	if c.Revision == 1 {
+		return 1
+	}
+	return 2
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.HandshakeTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return c.HandshakeTimeout
+}
+
+// RejectedError is returned by Dial when the responder rejected the
+// connection: its Reply Frame had the R bit set.
+type RejectedError struct {
+	PrivateData []byte
+	Enhanced    *EnhancedData // the responder's IRD/ORD, if it sent them
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("mpa: the responder rejected the connection (%d octets of private data)", len(e.PrivateData))
+}
+
+// Negotiated is what the startup frames settled.
+type Negotiated struct {
+	Revision    int
+	CRC         bool
+	MarkersTx   bool // Markers in the FPDUs this end sends
+	MarkersRx   bool // Markers in the FPDUs this end receives
+	PeerToPeer  bool
+	RTR         string // the RTR indication used: "write", "read", "send" or ""
+	PeerData    []byte // the peer's Private Data (after any enhanced data)
+	PeerIRDORD  *EnhancedData
+	LocalIRDORD *EnhancedData
+}
+
+// Conn is an MPA connection in Full Operation carrying one RDMAP stream:
+// the ddp.LLP of its endpoint (a queue pair), and the reader that feeds
+// the endpoint's DDP stream. Its receive goroutine reads each DDP header,
+// asks the DDP stream where the payload goes, and reads the payload from
+// the socket straight into registered memory, computing the CRC on the
+// way.
+type Conn struct {
+	nc  net.Conn
+	ep  ddp.Endpoint
+	w   *Writer
+	r   *Reader
+	neg Negotiated
+
+	// Rule 4 of RFC 5044 §7.1.2: "MPA Responder mode implementations MUST
+	// receive and validate at least one FPDU before sending any FPDUs or
+	// Markers." firstRx is closed when the first FPDU has been validated.
+	firstRx   chan struct{}
+	firstOnce sync.Once
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+	mu        sync.Mutex // guards err
+	err       error
+}
+
+// Negotiated returns what the startup settled.
+func (c *Conn) Negotiated() Negotiated { return c.neg }
+
+// RemoteAddr and LocalAddr return the TCP addresses.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
+
+// MULPDU implements ddp.LLP.
+func (c *Conn) MULPDU() int { return c.w.MULPDU() }
+
+// WriteSegment implements ddp.LLP: one FPDU, one gather write.
+func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
+	select {
+	case <-c.firstRx:
+	case <-c.closed:
+		return net.ErrClosed
+	}
+	return c.w.WriteFPDU(hdr, payload)
+}
+
+// Err returns why the connection ended, if it ended by itself.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection: gracefully (a FIN after what is queued)
+// and then the socket. Close implements io.Closer for the queue pair.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+			tc.CloseWrite()
+		}
+		c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		c.nc.Close()
+	})
+	c.wg.Wait()
+	return nil
+}
+
+func newConn(nc net.Conn, ep ddp.Endpoint, neg Negotiated, tx, rx Options, responder bool) *Conn {
+	c := &Conn{nc: nc, ep: ep, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{})}
+	c.w = NewWriter(nc, tx)
+	c.r = NewReader(nc, rx)
+	if !responder {
+		c.firstOnce.Do(func() { close(c.firstRx) })
+	}
+	return c
+}
+
+// run starts the endpoint on the connection and the receive loop.
+func (c *Conn) run() error {
+	if err := c.ep.Start(c); err != nil {
+		return err
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.watch()
+	return nil
+}
+
+// watch closes the connection once the endpoint has stopped on an error
+// and its Terminate is written: "The peer SHOULD perform a graceful LLP
+// teardown to ensure the Terminate Message is successfully Delivered."
+// (RFC 5040 §6.2.1)
+func (c *Conn) watch() {
+	defer c.wg.Done()
+	select {
+	case <-c.ep.Terminated():
+		go c.Close()
+	case <-c.closed:
+	}
+}
+
+// readLoop is the receive side of Full Operation.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	ds := c.ep.Stream()
+	var hdr [ddp.MaxHeaderLen]byte
+	var seq uint32
+	stopped := false
+	for {
+		n, err := c.r.Next()
+		if err != nil {
+			c.fail(ds, err)
+			return
+		}
+		// The initiator is in Full Operation: rule 4 is met, and whatever
+		// this FPDU holds may be answered, a Terminate included.
+		c.firstOnce.Do(func() { close(c.firstRx) })
+		hl := min(n, ddp.MaxHeaderLen)
+		if err := c.r.ReadFull(hdr[:1]); err != nil {
+			c.fail(ds, err)
+			return
+		}
+		if want := ddp.Control(hdr[0]).HeaderLen(); want < hl {
+			hl = want
+		}
+		if err := c.r.ReadFull(hdr[1:hl]); err != nil {
+			c.fail(ds, err)
+			return
+		}
+		if stopped {
+			// "DDP MUST silently drop any subsequent incoming DDP
+			// Segments." Keep the framing, place nothing.
+			if err := c.drain(); err != nil {
+				c.fail(ds, err)
+				return
+			}
+			continue
+		}
+		_, t, err := ds.Check(seq, hdr[:hl], n-hl)
+		if err != nil {
+			// DDP or RDMAP refuses the segment, or the stream had already
+			// stopped. The FPDU is verified first: a CRC error is what the
+			// Terminate then reports (RFC 5044 §6).
+			stopped = true
+			if derr := c.drain(); derr != nil {
+				c.fail(ds, derr)
+				return
+			}
+			var te *term.Error
+			if errors.As(err, &te) {
+				ds.FailSegment(te, hdr[:hl], n)
+			}
+			continue
+		}
+		if err := t.Each(c.r.ReadFull); err != nil {
+			ds.Abort()
+			c.fail(ds, err)
+			return
+		}
+		// The CRC covers what was just placed: only now may the segment
+		// count as received (RFC 5044 §6).
+		if err := c.r.Finish(); err != nil {
+			ds.Abort()
+			c.fail(ds, err)
+			return
+		}
+		ds.End(seq, n-hl)
+		seq++
+	}
+}
+
+func (c *Conn) drain() error {
+	if err := c.r.Discard(c.r.Remaining()); err != nil {
+		return err
+	}
+	return c.r.Finish()
+}
+
+// fail reports a receive error to the endpoint. An MPA error (CRC,
+// Marker, framing) is answered with a Terminate by the endpoint, after
+// which the connection is closed; "For Error codes 2 and 3, MPA MUST NOT
+// close the TCP connection following a reported error. Closing the
+// connection is the responsibility of DDP's ULP." (RFC 5044 §8). The end
+// of the TCP stream is the LLP stream's loss.
+func (c *Conn) fail(ds *ddp.Stream, err error) {
+	select {
+	case <-c.closed:
+		err = net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	var te *term.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || !errors.As(err, &te) {
+		te = term.MPAConnectionLost.With("%v", err)
+	}
+	ds.Fail(te)
+	// The peer cannot be waiting for our first FPDU any more.
+	c.firstOnce.Do(func() { close(c.firstRx) })
+}
+
+// tracedConn copies what crosses the connection to Config.Trace.
+type tracedConn struct {
+	net.Conn
+	trace func(bool, []byte)
+}
+
+func (t tracedConn) Read(b []byte) (int, error) {
+	n, err := t.Conn.Read(b)
+	if n > 0 {
+		t.trace(false, b[:n])
+	}
+	return n, err
+}
+
+func (t tracedConn) Write(b []byte) (int, error) {
+	n, err := t.Conn.Write(b)
+	if n > 0 {
+		t.trace(true, b[:n])
+	}
+	return n, err
+}
+
+func (t tracedConn) CloseWrite() error {
+	if cw, ok := t.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// maxSend is the largest ULPDU to send: MULPDU from the TCP EMSS (RFC
+// 5044 §4.5), or the field's limit when the EMSS is unknown (TLS).
+func maxSend(nc net.Conn, markers bool) int {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if emss, err := EMSS(tc); err == nil {
+			return MULPDU(emss, markers)
+		}
+	}
+	return MULPDU(MaxULPDU, markers)
+}
+
+// enhancedFor is this end's enhanced data for an endpoint.
+func enhancedFor(ep ddp.Endpoint) EnhancedData {
+	ird, ord := ep.ReadLimits()
+	return EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}
+}
+
+func clamp14(v int) uint16 {
+	if v >= IRDORDAuto {
+		return IRDORDAuto - 1
+	}
+	return uint16(v)
+}
+
+// deadline applies ctx and the handshake timeout to the startup.
+func deadline(ctx context.Context, nc net.Conn, d time.Duration) func() {
+	t := time.Now().Add(d)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
+		t = dl
+	}
+	nc.SetDeadline(t)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	return func() {
+		stop()
+		nc.SetDeadline(time.Time{})
+	}
+}

@@ -1,0 +1,495 @@
+//go:build !js
+
+package mpa
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+type peer struct {
+	dev      *rdmap.Device
+	pd       *rdmap.ProtectionDomain
+	scq, rcq *rdmap.CompletionQueue
+	qp       *rdmap.QueuePair
+}
+
+func newPeer(t testing.TB, cfg rdmap.QPConfig) *peer {
+	p := &peer{dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
+	p.pd = p.dev.NewProtectionDomain()
+	p.scq, p.rcq = p.dev.NewCompletionQueue(1024), p.dev.NewCompletionQueue(1024)
+	cfg.SendCQ, cfg.RecvCQ = p.scq, p.rcq
+	qp, err := p.pd.NewQueuePair(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.qp = qp
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		qp.Close(ctx)
+	})
+	return p
+}
+
+func (p *peer) reg(t testing.TB, n int, a rdmap.Access) *rdmap.MemoryRegion {
+	mr, err := p.pd.RegisterMemory(make([]byte, n), 0, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := cq.Wait(ctx)
+	if err != nil {
+		t.Fatalf("no completion: %v", err)
+	}
+	return c
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func noLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(3 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// connectPair: a listener with lcfg, a dialer with dcfg; a and b are the
+// initiator's and responder's queue pairs.
+func connectPair(t *testing.T, lcfg, dcfg Config, a, b *peer) (*Conn, *Conn) {
+	t.Helper()
+	l, err := Listen("tcp", "127.0.0.1:0", &lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, err := l.Accept(tctx(t))
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		if string(r.PrivateData) != string(dcfg.PrivateData) {
+			ch <- res{nil, fmt.Errorf("private data %q", r.PrivateData)}
+			return
+		}
+		c, err := r.Accept(b.qp, lcfg.PrivateData)
+		ch <- res{c, err}
+	}()
+	ac, err := Dial(tctx(t), "tcp", l.Addr().String(), a.qp, &dcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := <-ch
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if string(ac.Negotiated().PeerData) != string(lcfg.PrivateData) {
+		t.Fatalf("reply private data %q", ac.Negotiated().PeerData)
+	}
+	return ac, rr.c
+}
+
+func fillp(b []byte, seed byte) []byte {
+	for i := range b {
+		b[i] = seed + byte(i*11)
+	}
+	return b
+}
+
+// Every RDMAP operation over real loopback TCP, for every revision, CRC
+// and Marker setting.
+func TestConnAllOperations(t *testing.T) {
+	for _, rev := range []int{1, 2} {
+		for _, crc := range []bool{true, false} {
+			for _, markers := range []bool{false, true} {
+				name := fmt.Sprintf("rev%d/crc=%v/markers=%v", rev, crc, markers)
+				t.Run(name, func(t *testing.T) {
+					noLeaks(t)
+					a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+					lcfg := Config{Revision: rev, NoCRC: !crc, Markers: markers, PrivateData: []byte("responder")}
+					dcfg := Config{Revision: rev, NoCRC: !crc, Markers: markers, PrivateData: []byte("initiator")}
+					ac, bc := connectPair(t, lcfg, dcfg, a, b)
+					na, nb := ac.Negotiated(), bc.Negotiated()
+					if na.CRC != crc || nb.CRC != crc || na.MarkersTx != markers || na.MarkersRx != markers || na.Revision != rev || nb.Revision != rev {
+						t.Fatalf("negotiated %+v / %+v", na, nb)
+					}
+					exercise(t, a, b)
+				})
+			}
+		}
+	}
+}
+
+func exercise(t *testing.T, a, b *peer) {
+	t.Helper()
+	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
+	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
+	for i := 0; i < 3; i++ {
+		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
+	}
+	inv := b.reg(t, 64, rdmap.RemoteWrite)
+	src := a.reg(t, 1<<20, 0)
+	fillp(src.Bytes(), 5)
+	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0x42}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 4, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 6, Solicited: true, Invalidate: true, InvalidateSTag: inv.STag()}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 7, SGL: []rdmap.SGE{{MR: src, Length: 1}}}))
+	for i := 1; i <= 7; i++ {
+		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		c := waitC(t, b.rcq)
+		if c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("receive %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(target.Bytes(), src.Bytes()) || !bytes.Equal(sink.Bytes(), src.Bytes()) {
+		t.Fatal("bytes differ")
+	}
+	// The responder sends too: a Send back to the initiator.
+	abuf := a.reg(t, 16, rdmap.LocalWrite)
+	a.qp.PostRecv(rdmap.RecvWR{ID: 9, SGL: []rdmap.SGE{{MR: abuf, Length: 16}}})
+	bsrc := b.reg(t, 16, 0)
+	copy(bsrc.Bytes(), "pong")
+	must(b.qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: bsrc, Length: 4}}}))
+	if c := waitC(t, a.rcq); c.WRID != 9 || string(abuf.Bytes()[:4]) != "pong" {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestConnReject(t *testing.T) {
+	noLeaks(t)
+	l, err := Listen("tcp", "127.0.0.1:0", &Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		r, err := l.Accept(tctx(t))
+		if err == nil {
+			r.Reject([]byte("go away"), 2, 3)
+		}
+	}()
+	a := newPeer(t, rdmap.QPConfig{})
+	_, err = Dial(tctx(t), "tcp", l.Addr().String(), a.qp, &Config{})
+	var re *RejectedError
+	if !errors.As(err, &re) || string(re.PrivateData) != "go away" || re.Enhanced == nil || re.Enhanced.IRD != 2 || re.Enhanced.ORD != 3 {
+		t.Fatalf("Dial = %v", err)
+	}
+}
+
+// IRD/ORD negotiation (RFC 6581 §9.1): each end's ORD is lowered to the
+// other's IRD.
+func TestConnIRDORD(t *testing.T) {
+	a := newPeer(t, rdmap.QPConfig{IRD: 4, ORD: 16})
+	b := newPeer(t, rdmap.QPConfig{IRD: 2, ORD: 8})
+	ac, bc := connectPair(t, Config{}, Config{}, a, b)
+	if _, ord := a.qp.ReadLimits(); ord != 2 {
+		t.Fatalf("initiator ORD %d, want the responder's IRD 2", ord)
+	}
+	if _, ord := b.qp.ReadLimits(); ord != 4 {
+		t.Fatalf("responder ORD %d, want the initiator's IRD 4", ord)
+	}
+	if !ac.Negotiated().PeerToPeer || ac.Negotiated().RTR != "write" || !bc.Negotiated().PeerToPeer {
+		t.Fatalf("%+v", ac.Negotiated())
+	}
+}
+
+// rawPeer speaks MPA by hand over a TCP connection.
+func rawDial(t *testing.T, addr string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// listenFor runs one responder with a fresh queue pair and returns what
+// Accept gave.
+func listenFor(t *testing.T, cfg Config) (*Listener, chan *Conn, *peer) {
+	l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	b := newPeer(t, rdmap.QPConfig{})
+	ch := make(chan *Conn, 1)
+	go func() {
+		r, err := l.Accept(tctx(t))
+		if err != nil {
+			close(ch)
+			return
+		}
+		c, _ := r.Accept(b.qp, nil)
+		ch <- c
+	}()
+	return l, ch, b
+}
+
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	for {
+		_, err := c.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the connection stayed open")
+			}
+			return
+		}
+	}
+}
+
+// Scripted startups against the responder: invalid frames close the
+// connection (RFC 5044 §7.1.2 rules 2, 5, 8, 9); a silent initiator times
+// out (rule 10); a Rev 1 Request gets a Rev 1 Reply, an enhanced one an
+// enhanced Reply.
+func TestResponderStartup(t *testing.T) {
+	req := func(f Frame) []byte { return f.Append(nil) }
+	bad := map[string][]byte{
+		"wrong key":                       append([]byte("MPA ID Bad Frame"), 0x40, 1, 0, 0),
+		"reply key (responder/responder)": req(Frame{Reply: true, Rev: 1}),
+		"PD_Length over 512":              append(append([]byte(RequestKey), 0x40, 1, 0x02, 0x01), make([]byte, 513)...),
+		"Rev 3":                           append([]byte(RequestKey), 0x40, 3, 0, 0),
+		"S bit without data":              append([]byte(RequestKey), 0x50, 2, 0, 0),
+	}
+	for name, frame := range bad {
+		t.Run(name, func(t *testing.T) {
+			l, _, _ := listenFor(t, Config{})
+			c := rawDial(t, l.Addr().String())
+			c.Write(frame)
+			expectClosed(t, c)
+		})
+	}
+	t.Run("silent initiator times out", func(t *testing.T) {
+		l, _, _ := listenFor(t, Config{HandshakeTimeout: 200 * time.Millisecond})
+		c := rawDial(t, l.Addr().String())
+		start := time.Now()
+		expectClosed(t, c)
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("no timeout")
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		f    Frame
+	}{
+		{"rev 1", Frame{Rev: 1, CRC: true, PrivateData: []byte("v1")}},
+		{"rev 2 unenhanced", Frame{Rev: 2, PrivateData: []byte("v2")}},
+		{"rev 2 enhanced", Frame{Rev: 2, Enhanced: true, Markers: true, PrivateData: append((&EnhancedData{IRD: 3, ORD: 5}).Append(nil), "v2e"...)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ch, _ := listenFor(t, Config{})
+			c := rawDial(t, l.Addr().String())
+			c.Write(tc.f.Append(nil))
+			rep, err := ReadFrame(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Reply || rep.Reject || rep.Rev != tc.f.Rev || rep.Enhanced != tc.f.Enhanced || !rep.CRC {
+				t.Fatalf("reply %v to %v", rep, tc.f)
+			}
+			if tc.f.Enhanced {
+				e, _, _ := rep.Enhancement()
+				if e.ORD != 3 || e.IRD != 8 {
+					t.Fatalf("enhanced reply %v: responder ORD must be at most the initiator's IRD 3", e)
+				}
+			}
+			conn := <-ch
+			// Rule 4: the responder sends nothing before it has received
+			// an FPDU, even when its ULP posts a Send at once.
+			_ = conn
+			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			if n, err := c.Read(make([]byte, 16)); n != 0 || err == nil {
+				t.Fatalf("the responder sent %d octets before receiving an FPDU", n)
+			}
+		})
+	}
+}
+
+// Rule 4 with a real queue pair: the responder's Send waits for the
+// initiator's first FPDU.
+func TestResponderWaitsForFirstFPDU(t *testing.T) {
+	l, ch, b := listenFor(t, Config{})
+	c := rawDial(t, l.Addr().String())
+	c.Write((&Frame{Rev: 1}).Append(nil))
+	if _, err := ReadFrame(c); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	src := b.reg(t, 8, 0)
+	if err := b.qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 8}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _ := c.Read(make([]byte, 64)); n != 0 {
+		t.Fatalf("the responder sent %d octets before receiving an FPDU", n)
+	}
+	// Now an FPDU: a zero-length RDMA Write (CRC on: the default C bit of
+	// the responder).
+	w := NewWriter(c, Options{CRC: true})
+	w.WriteFPDU(rtrWrite, nil)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := NewReader(c, Options{CRC: true})
+	n, err := r.Next()
+	if err != nil || n != 18+8 {
+		t.Fatalf("FPDU %d, %v", n, err)
+	}
+}
+
+// Bad input in Full Operation gets MPA's Terminate and nothing is placed.
+func TestFullOperationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(c net.Conn, w *Writer)
+		want *term.Error
+	}{
+		{"CRC mismatch", func(c net.Conn, w *Writer) {
+			f, _ := AppendFPDU(nil, 0, Options{CRC: true}, append([]byte{0xc1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "abcd"...))
+			f[len(f)-1] ^= 0xff
+			c.Write(f)
+		}, term.MPACRCError},
+		{"ULPDU_Length too small", func(c net.Conn, w *Writer) {
+			c.Write([]byte{0, 4, 1, 2, 3, 4, 0, 0, 0, 0})
+		}, term.MPAInvalidFrame},
+		{"DDP invalid STag", func(c net.Conn, w *Writer) {
+			w.WriteFPDU([]byte{0xc1, 0x40, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0}, [][]byte{[]byte("data")})
+		}, term.DDPInvalidSTag},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			l, ch, b := listenFor(t, Config{})
+			rbuf := b.reg(t, 64, rdmap.LocalWrite)
+			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			c := rawDial(t, l.Addr().String())
+			c.Write((&Frame{Rev: 1, CRC: true}).Append(nil))
+			if _, err := ReadFrame(c); err != nil {
+				t.Fatal(err)
+			}
+			conn := <-ch
+			tc.send(c, NewWriter(c, Options{CRC: true}))
+			// The responder answers with a Terminate carrying the triple,
+			// then closes the connection.
+			r := NewReader(c, Options{CRC: true})
+			n, err := r.Next()
+			if err != nil {
+				t.Fatalf("no Terminate: %v", err)
+			}
+			ulpdu := make([]byte, n)
+			r.ReadFull(ulpdu)
+			if err := r.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			th, _, err := rdmap.ParseTerminate(ulpdu[18:])
+			if err != nil || ulpdu[1]&0x0f != byte(rdmap.OpTerminate) || !errors.Is(th.Err(), tc.want) {
+				t.Fatalf("terminate % x: %v", ulpdu, err)
+			}
+			expectClosed(t, c)
+			if w := waitC(t, b.rcq); w.Status != rdmap.StatusWRFlushErr {
+				t.Fatalf("%+v", w)
+			}
+			if !errors.Is(b.qp.Err(), tc.want) || !bytes.Equal(rbuf.Bytes(), make([]byte, 64)) {
+				t.Fatal(b.qp.Err())
+			}
+			conn.Close()
+		})
+	}
+}
+
+// A peer that stalls in the middle of an FPDU and then disconnects, or
+// disconnects in the middle of a message, never hangs the endpoint:
+// outstanding work completes with WR_FLUSH_ERR.
+func TestPeerDisconnects(t *testing.T) {
+	for _, cut := range []int{3, 20, 40} {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			noLeaks(t)
+			l, ch, b := listenFor(t, Config{NoCRC: true})
+			rbuf := b.reg(t, 64, rdmap.LocalWrite)
+			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			c := rawDial(t, l.Addr().String())
+			c.Write((&Frame{Rev: 1}).Append(nil))
+			ReadFrame(c)
+			conn := <-ch
+			defer conn.Close()
+			f, _ := AppendFPDU(nil, 0, Options{}, append([]byte{0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, make([]byte, 30)...))
+			c.Write(f[:cut])
+			time.Sleep(50 * time.Millisecond)
+			c.Close()
+			if w := waitC(t, b.rcq); w.Status != rdmap.StatusWRFlushErr {
+				t.Fatalf("%+v", w)
+			}
+			if !errors.Is(b.qp.Err(), term.MPAConnectionLost) {
+				t.Fatal(b.qp.Err())
+			}
+		})
+	}
+}
+
+func TestDialTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			time.Sleep(2 * time.Second)
+		}
+	}()
+	a := newPeer(t, rdmap.QPConfig{})
+	start := time.Now()
+	_, err = Dial(context.Background(), "tcp", ln.Addr().String(), a.qp, &Config{HandshakeTimeout: 200 * time.Millisecond})
+	if err == nil || time.Since(start) > time.Second {
+		t.Fatalf("Dial = %v after %v", err, time.Since(start))
+	}
+}
