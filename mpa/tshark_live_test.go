@@ -1,19 +1,12 @@
 package mpa
 
 import (
-	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
 )
@@ -32,7 +25,7 @@ func TestTsharkLive(t *testing.T) {
 		t.Skip("no loopback interface lo")
 	}
 
-	// One listener per session, plus one for probing the capture.
+	// One listener per session.
 	listen := func() net.Listener {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
@@ -41,97 +34,14 @@ func TestTsharkLive(t *testing.T) {
 		t.Cleanup(func() { ln.Close() })
 		return ln
 	}
-	probe := listen()
-	go func() {
-		for {
-			c, err := probe.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
 	lns := make([]net.Listener, len(tsharkSessions))
-	ports := []string{fmt.Sprint(probe.Addr().(*net.TCPAddr).Port)}
+	var ports []int
 	for i := range lns {
 		lns[i] = listen()
-		ports = append(ports, fmt.Sprint(lns[i].Addr().(*net.TCPAddr).Port))
+		ports = append(ports, lns[i].Addr().(*net.TCPAddr).Port)
 	}
-	filter := "tcp port " + strings.Join(ports, " or tcp port ")
-
-	dir := t.TempDir()
-	if d := os.Getenv("IWARP_KEEP_PCAP"); d != "" {
-		dir = d
-	}
-	file := filepath.Join(dir, "live.pcapng")
-	cmd := exec.Command(tshark, "-i", "lo", "-f", filter, "-w", file, "-l", "-P", "-q")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start tshark: %v", err)
-	}
-	// The packet summaries tshark prints as it captures (-P -l). Packets
-	// reach tshark in blocks, in capture order: once a probe connection
-	// made after some traffic shows up, all of that traffic has too.
-	var mu sync.Mutex
-	var lines []string
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			mu.Lock()
-			lines = append(lines, sc.Text())
-			mu.Unlock()
-		}
-	}()
-	probed := func(timeout time.Duration) bool {
-		for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
-			c, err := net.Dial("tcp4", probe.Addr().String())
-			if err != nil {
-				return false
-			}
-			port := fmt.Sprintf(" %d ", c.LocalAddr().(*net.TCPAddr).Port)
-			c.Close()
-			for range 10 {
-				time.Sleep(50 * time.Millisecond)
-				mu.Lock()
-				for _, l := range lines {
-					if strings.Contains(l, port) {
-						mu.Unlock()
-						return true
-					}
-				}
-				mu.Unlock()
-			}
-		}
-		return false
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
-	defer stop()
-
-	// Wait until the capture sees traffic.
-	if !probed(15 * time.Second) {
-		stop()
-		if s := stderr.String(); strings.Contains(s, "ermission") || strings.Contains(s, "don't have") {
-			t.Skipf("tshark cannot capture here: %s", s)
-		}
-		t.Fatalf("capture never became ready; tshark said: %s", stderr.String())
-	}
+	cap := startCapture(t, tshark, ports...)
+	file := cap.file
 
 	// The sessions, one connection each.
 	clientPorts := make([]uint16, len(tsharkSessions))
@@ -159,11 +69,7 @@ func TestTsharkLive(t *testing.T) {
 		client.Close()
 		server.Close()
 	}
-	// Wait until everything so far has been captured, then stop.
-	if !probed(15 * time.Second) {
-		t.Fatalf("capture stalled; tshark said: %s", stderr.String())
-	}
-	stop()
+	cap.finish()
 
 	// 1. Our own reading of the capture: pcapng, TCP reassembly, then
 	// the MPA frames and FPDUs.
