@@ -6,7 +6,7 @@ go 1.26
 // use answers 403 for github.com/pion/transport/v5 v5.1.0-v5.1.4, which
 // pion/sctp v1.12.x and pion/webrtc/v4 >= v4.2.21 require. Of the two
 // ways around it we take the one without a replace directive: pion/sctp
-// v1.11.3 (and webrtc/v4 v4.2.20 when the data-channel transport lands),
+// v1.11.3 and webrtc/v4 v4.2.20 (sctpddp's data-channel transport),
 // which pion released against transport/v5 v5.0.1. A replace would pin
 // sctp v1.12.1 to a transport version pion never tested it with, and
 // would be ignored by any module that imports this one. dtls/v3 v3.1.15
@@ -17,11 +17,27 @@ require (
 	github.com/pion/dtls/v3 v3.1.15
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.11.3
+	github.com/pion/webrtc/v4 v4.2.20
 )
 
 require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/pion/datachannel v1.6.2 // indirect
+	github.com/pion/ice/v4 v4.4.2 // indirect
+	github.com/pion/interceptor v0.1.48 // indirect
+	github.com/pion/mdns/v2 v2.2.0 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
+	github.com/pion/rtcp v1.2.17 // indirect
+	github.com/pion/rtp v1.10.5 // indirect
+	github.com/pion/sdp/v3 v3.0.19 // indirect
+	github.com/pion/srtp/v3 v3.0.13 // indirect
+	github.com/pion/stun/v4 v4.0.0 // indirect
+	github.com/pion/transport/v4 v4.1.0 // indirect
 	github.com/pion/transport/v5 v5.0.1 // indirect
+	github.com/pion/turn/v5 v5.1.0 // indirect
+	github.com/wlynxg/anet v0.0.5 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
+	golang.org/x/net v0.50.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/time v0.14.0 // indirect
 )

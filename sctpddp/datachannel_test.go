@@ -1,0 +1,393 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/pion/ice/v4"
+	"github.com/pion/webrtc/v4"
+)
+
+// loopbackAPI returns a pion API that gathers only host candidates on
+// loopback over UDP/IPv4, with no mDNS and no STUN.
+func loopbackAPI() *webrtc.API {
+	var se webrtc.SettingEngine
+	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	return webrtc.NewAPI(webrtc.WithSettingEngine(se))
+}
+
+// peerConnectionPair returns two PeerConnections and, made on them before
+// they connect, one DDP data channel each with stream identifier id. It
+// connects them by handing each one's SDP (with all its candidates) to
+// the other, and waits until both channels are open. Both are closed at
+// the end of the test.
+func peerConnectionPair(t testing.TB, id uint16, cfg DataChannelConfig) (pcA, pcB *webrtc.PeerConnection, a, b *DataChannelStream) {
+	t.Helper()
+	api := loopbackAPI()
+	var err error
+	if pcA, err = api.NewPeerConnection(webrtc.Configuration{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pcA.GracefulClose() })
+	if pcB, err = api.NewPeerConnection(webrtc.Configuration{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pcB.GracefulClose() })
+	if a, err = CreateDataChannel(pcA, id, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = CreateDataChannel(pcB, id, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Non-trickle exchange: each description carries its candidates.
+	describe := func(pc *webrtc.PeerConnection, d webrtc.SessionDescription) webrtc.SessionDescription {
+		t.Helper()
+		gathered := webrtc.GatheringCompletePromise(pc)
+		if err := pc.SetLocalDescription(d); err != nil {
+			t.Fatal(err)
+		}
+		<-gathered
+		return *pc.LocalDescription()
+	}
+	offer, err := pcA.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pcB.SetRemoteDescription(describe(pcA, offer)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := pcB.CreateAnswer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pcA.SetRemoteDescription(describe(pcB, answer)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range []*DataChannelStream{a, b} {
+		if err := s.waitOpen(ctx); err != nil {
+			t.Fatalf("data channel %d did not open: %v", s.ID(), err)
+		}
+	}
+	return pcA, pcB, a, b
+}
+
+// dataChannelSessionPair starts a DDP Stream Session over the two
+// streams: ConnectStream on a's side, ReadInitiate and Accept on b's.
+func dataChannelSessionPair(t *testing.T, sa, sb *DataChannelStream, a, b *peer) (*Session, *Session) {
+	t.Helper()
+	ctx := testCtx(t)
+	type res struct {
+		s   *Session
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, err := ReadInitiate(ctx, sb, 5*time.Second)
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		if string(r.PrivateData) != "hello" || r.StreamID() != sb.ID() || r.Enhanced == nil {
+			ch <- res{nil, errors.New("unexpected request")}
+			return
+		}
+		s, err := r.Accept(b.qp, SessionConfig{PrivateData: []byte("welcome")})
+		ch <- res{s, err}
+	}()
+	cs, err := ConnectStream(ctx, sa, a.qp, SessionConfig{PrivateData: []byte("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if string(cs.PeerPrivateData) != "welcome" {
+		t.Fatalf("accept private data %q", cs.PeerPrivateData)
+	}
+	t.Cleanup(func() { cs.Close(); r.s.Close() })
+	return cs, r.s
+}
+
+// Every RDMAP operation over a DDP Stream Session on a data channel
+// between two PeerConnections.
+func TestDataChannelSessionAllOperations(t *testing.T) {
+	checkGoroutines(t)
+	_, _, sa, sb := peerConnectionPair(t, 7, DataChannelConfig{})
+	if sa.ID() != 7 || sb.ID() != 7 || sa.MULPDU() != MaxDataChannelMULPDU {
+		t.Fatalf("ids %d %d, MULPDU %d", sa.ID(), sb.ID(), sa.MULPDU())
+	}
+	a, b := newPeer(t, nil), newPeer(t, nil)
+	dataChannelSessionPair(t, sa, sb, a, b)
+
+	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
+	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
+	for i := 0; i < 4; i++ {
+		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
+	}
+	inv := b.reg(t, 64, rdmap.RemoteWrite)
+	src := a.reg(t, 1<<20, 0)
+	fillp(src.Bytes(), 11)
+	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
+	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0xdeadbeef}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 4, Solicited: true}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
+	must(a.qp.PostRead(rdmap.ReadWR{ID: 6, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 7, Invalidate: true, InvalidateSTag: inv.STag(), SGL: []rdmap.SGE{{MR: src, Length: 10}}}))
+	must(a.qp.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag()}))
+	for i := 1; i <= 8; i++ {
+		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(sink.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
+		t.Fatal("bytes differ after Write and Read")
+	}
+	want := []struct {
+		n     uint32
+		flags uint8
+		inv   uint32
+	}{{1000, 0, 0}, {0, rdmap.FlagSolicited, 0}, {10, rdmap.FlagInvalidated, inv.STag()}, {0, rdmap.FlagInvalidated | rdmap.FlagSolicited, target.STag()}}
+	for i, w := range want {
+		c := waitC(t, b.rcq)
+		if c.WRID != uint64(i) || c.ByteLen != w.n || c.Flags != w.flags || c.InvalidatedSTag != w.inv {
+			t.Fatalf("receive %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(rbuf.Bytes()[:1000], src.Bytes()[:1000]) {
+		t.Fatal("send bytes differ")
+	}
+}
+
+// Closing a PeerConnection ends both sessions: every posted work request
+// of both queue pairs completes with WR_FLUSH_ERR.
+func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
+	for _, side := range []string{"initiator", "responder"} {
+		t.Run("close the "+side, func(t *testing.T) {
+			checkGoroutines(t)
+			pcA, pcB, sa, sb := peerConnectionPair(t, 1, DataChannelConfig{})
+			a, b := newPeer(t, nil), newPeer(t, nil)
+			dataChannelSessionPair(t, sa, sb, a, b)
+			for _, p := range []*peer{a, b} {
+				rbuf := p.reg(t, 64, rdmap.LocalWrite)
+				for i := 0; i < 3; i++ {
+					if err := p.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			pc := pcA
+			if side == "responder" {
+				pc = pcB
+			}
+			if err := pc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*peer{a, b} {
+				for i := 0; i < 3; i++ {
+					if c := waitC(t, p.rcq); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
+						t.Fatalf("%+v", c)
+					}
+				}
+				if p.qp.State() != rdmap.StateTerminating {
+					t.Fatal(p.qp.State())
+				}
+			}
+			ctx := testCtx(t)
+			for _, s := range []*DataChannelStream{sa, sb} {
+				if _, err := s.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}); !errors.Is(err, ErrDataChannelClosed) {
+					t.Fatalf("write after close: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// Closing the data channel itself (not the PeerConnection) makes reads on
+// both ends fail once the messages sent before are read.
+func TestDataChannelCloseEndsReads(t *testing.T) {
+	checkGoroutines(t)
+	_, _, sa, sb := peerConnectionPair(t, 3, DataChannelConfig{})
+	ctx := testCtx(t)
+	if _, err := sa.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate, PrivateData: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, MaxSessionControlLen)
+	n, ppid, err := sb.ReadMessage(ctx, buf)
+	if err != nil || ppid != PPIDSessionControl || n != 5 {
+		t.Fatalf("read %d %v %v", n, ppid, err)
+	}
+	if err := sa.DataChannel().Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*DataChannelStream{sa, sb} {
+		if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrDataChannelClosed) {
+			t.Fatalf("stream %p: read after close: %v", s, err)
+		}
+	}
+}
+
+// The messages of both kinds cross the channel as RFC 5043's chunks, in
+// DDP-SSN order, and the receiver tells them apart by content.
+func TestDataChannelFramingOnTheWire(t *testing.T) {
+	checkGoroutines(t)
+	_, _, sa, sb := peerConnectionPair(t, 9, DataChannelConfig{MULPDU: 1000})
+	ctx := testCtx(t)
+	if sa.MULPDU() != 1000 {
+		t.Fatal(sa.MULPDU())
+	}
+	if err := sa.NewSession(ctx); err != nil {
+		t.Fatal(err)
+	}
+	untagged := []byte{0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	tagged := []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}
+	steps := []func() (SSN, error){
+		func() (SSN, error) {
+			return sa.WriteSessionControl(ctx, SessionControl{Function: FunctionEnhancedInitiate, Enhanced: EnhancedData{IRD: 4, ORD: 4}})
+		},
+		func() (SSN, error) { return sa.WriteSegmentv(ctx, untagged, [][]byte{[]byte("ab"), []byte("cd")}) },
+		func() (SSN, error) { return sa.WriteSegmentv(ctx, tagged, nil) },
+		func() (SSN, error) { return sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1000-len(tagged))}) },
+		func() (SSN, error) { return sa.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}) },
+	}
+	for i, step := range steps {
+		if ssn, err := step(); err != nil || ssn != SSN(i) {
+			t.Fatalf("write %d: DDP-SSN %d, %v", i, ssn, err)
+		}
+	}
+	buf := make([]byte, 2+1000)
+	type msg struct {
+		ssn  SSN
+		ppid PPID
+		n    int
+	}
+	want := []msg{{0, PPIDSessionControl, 8}, {1, PPIDSegment, 2 + 18 + 4}, {2, PPIDSegment, 16}, {3, PPIDSegment, 1002}, {4, PPIDSessionControl, 4}}
+	for i, w := range want {
+		n, ppid, err := sb.ReadMessage(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := msg{SSN(buf[0])<<8 | SSN(buf[1]), ppid, n}
+		if got != w {
+			t.Fatalf("message %d: %+v, want %+v", i, got, w)
+		}
+		if i == 1 && !bytes.Equal(buf[2:n], append(append([]byte(nil), untagged...), "abcd"...)) {
+			t.Fatalf("segment % x", buf[:n])
+		}
+	}
+	// The checks on the way out.
+	if _, err := sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1001-len(tagged))}); !errors.Is(err, ErrSegmentTooLarge) {
+		t.Fatalf("oversized segment: %v", err)
+	}
+	bad := append([]byte(nil), tagged...)
+	bad[0] = 0x80 // DDP Version 0: its control octet could be 0x00
+	if _, err := sa.WriteSegmentv(ctx, bad, nil); !errors.Is(err, ErrDataChannelFraming) {
+		t.Fatalf("version-0 segment: %v", err)
+	}
+	if _, err := sa.WriteSessionControl(ctx, SessionControl{Function: FunctionExperimental}); !errors.Is(err, ErrUnknownFunctionCode) {
+		t.Fatalf("experimental function code: %v", err)
+	}
+	if ssn := sa.NextSSN(); ssn != 5 {
+		t.Fatalf("refused writes used DDP-SSNs: next is %d", ssn)
+	}
+	// A segment over the receiver's MULPDU, from a peer with a larger
+	// one, is consumed and reported; so is a text message.
+	if err := sa.DataChannel().Send(append([]byte{0, 5}, append(tagged, make([]byte, 1000)...)...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.DataChannel().SendText("hello"); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 2000)
+	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, ErrSegmentTooLarge) {
+		t.Fatalf("oversized segment received: %v", err)
+	}
+	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, ErrUnexpectedPPID) {
+		t.Fatalf("text message received: %v", err)
+	}
+}
+
+// A channel that is not a DDP data channel is refused.
+func TestNewDataChannelStreamChecks(t *testing.T) {
+	checkGoroutines(t)
+	pc, err := loopbackAPI().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.GracefulClose()
+	retransmits := uint16(3)
+	lifetime := uint16(100)
+	ordered := true
+	other := "other"
+	cases := []struct {
+		name string
+		mod  func(*webrtc.DataChannelInit)
+	}{
+		{"ordered", func(o *webrtc.DataChannelInit) { o.Ordered = &ordered }},
+		{"default ordering", func(o *webrtc.DataChannelInit) { o.Ordered = nil }},
+		{"max retransmits", func(o *webrtc.DataChannelInit) { o.MaxRetransmits = &retransmits }},
+		{"max packet lifetime", func(o *webrtc.DataChannelInit) { o.MaxPacketLifeTime = &lifetime }},
+		{"other protocol", func(o *webrtc.DataChannelInit) { o.Protocol = &other }},
+	}
+	for i, c := range cases {
+		init := NewDataChannelInit(uint16(20 + i))
+		c.mod(init)
+		dc, err := pc.CreateDataChannel("x", init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewDataChannelStream(dc, DataChannelConfig{}); !errors.Is(err, ErrNotDDPDataChannel) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	for _, m := range []int{MinMULPDU - 1, MaxDataChannelMULPDU + 1} {
+		if _, err := CreateDataChannel(pc, 40, DataChannelConfig{MULPDU: m}); err == nil {
+			t.Errorf("MULPDU %d accepted", m)
+		}
+	}
+	s, err := CreateDataChannel(pc, 41, DataChannelConfig{MULPDU: MinMULPDU, SendQueueLimit: 1, ReceiveQueueLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.limit != 2*(MinMULPDU+SSNLen) || s.q.limit != MinMULPDU+SSNLen {
+		t.Fatalf("limits %d %d", s.limit, s.q.limit)
+	}
+	s, err = CreateDataChannel(pc, 42, DataChannelConfig{SendQueueLimit: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.limit != maxDataChannelSendQueueLimit || s.limit/MinSegmentChunkLen+dataChannelControlReserve > MaxInFlight {
+		t.Fatalf("send queue limit %d keeps no §10 bound", s.limit)
+	}
+	// Writes on a channel that never opens wait for it, until ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write before open: %v", err)
+	}
+	s.Close()
+	if _, err := s.WriteSessionControl(context.Background(), SessionControl{Function: FunctionTerminate}); !errors.Is(err, ErrDataChannelClosed) {
+		t.Fatalf("write after Close: %v", err)
+	}
+}
