@@ -48,7 +48,16 @@ type Sender struct {
 
 	hdr    [MaxHeaderLen]byte
 	pieces [][]byte // reused per segment: no allocation in steady state
+
+	beforeLast func() // run once, just before the next message's last segment
 }
+
+// BeforeLast arranges for fn to run once, just before the last segment of
+// the next message is handed to the LLP: the moment after which the peer
+// may act on the whole message. RDMAP frees an RDMA Read's IRD slot there,
+// since the peer may send its next Read Request as soon as the Response is
+// complete.
+func (s *Sender) BeforeLast(fn func()) { s.beforeLast = fn }
 
 // NewSender returns a Sender over llp for a stream with the given number
 // of untagged queues (RDMAP uses three: QN 0, 1 and 2). obs may be nil.
@@ -149,6 +158,10 @@ func (s *Sender) send(h *Header, sgl [][]byte, n uint64) error {
 		// Message. It MUST NOT be set to one on any other DDP Segment."
 		// (RFC 5041 §4.1)
 		h.Last = sent == n
+		if h.Last && s.beforeLast != nil {
+			s.beforeLast()
+			s.beforeLast = nil
+		}
 		hdr := h.Append(s.hdr[:0])
 		if err := s.llp.WriteSegment(hdr, s.pieces); err != nil {
 			return err

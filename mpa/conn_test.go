@@ -55,7 +55,8 @@ func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion {
 	defer cancel()
 	c, err := cq.Wait(ctx)
 	if err != nil {
-		t.Fatalf("no completion: %v", err)
+		buf := make([]byte, 1<<20)
+		t.Fatalf("no completion: %v\n%s", err, buf[:runtime.Stack(buf, true)])
 	}
 	return c
 }

@@ -521,13 +521,14 @@ func (qp *QueuePair) sendReadResponse(j job) {
 	// "The Data Source RDMAP layer MUST pass RDMA Read Response Messages
 	// to the DDP layer, in the order that the RDMA Read Request Messages
 	// were received" (RFC 5040 §5.2.2): jobs run in order.
+	//
+	// The Read stops being outstanding here as its Response's last segment
+	// leaves: from then on the peer may send its next Read Request, so the
+	// Read Request buffer (one of IRD) is posted again just before.
+	qp.sender.BeforeLast(func() { qp.stream.Post(QNReadReq, j.buf) })
 	if err := qp.sender.SendTagged(byte(MakeControl(OpReadResponse)), j.sinkSTag, j.sinkTO, [][]byte{j.src}); err != nil {
 		qp.llpError(err)
-		return
 	}
-	// The Read is no longer outstanding here: its buffer may take the
-	// next Read Request (IRD).
-	qp.stream.Post(QNReadReq, j.buf)
 }
 
 // llpError stops the stream for an error the LLP reported on sending.
