@@ -103,7 +103,7 @@ func benchMover(b *testing.B, m mover) {
 	}
 	wall := time.Since(start)
 	b.StopTimer()
-	if cpu0 >= 0 {
+	if cpu0 >= 0 && wall >= minCPUWall {
 		b.ReportMetric(100*float64(cpuTime()-cpu0)/float64(wall), "cpu%")
 	}
 }
@@ -140,11 +140,15 @@ func benchCompare(b *testing.B, iwarp, raw mover) {
 	b.ReportMetric(bytes/1e6/tIwarp.Seconds(), "iwarp-MB/s")
 	b.ReportMetric(bytes/1e6/tRaw.Seconds(), "raw-MB/s")
 	b.ReportMetric(tRaw.Seconds()/tIwarp.Seconds(), "ratio")
-	if cpuTime() >= 0 {
+	if cpuTime() >= 0 && min(tIwarp, tRaw) >= minCPUWall {
 		b.ReportMetric(100*float64(cIwarp)/float64(tIwarp), "iwarp-cpu%")
 		b.ReportMetric(100*float64(cRaw)/float64(tRaw), "raw-cpu%")
 	}
 }
+
+// minCPUWall is the shortest run whose CPU use is reported: cpuTime
+// counts in 10 ms ticks.
+const minCPUWall = 200 * time.Millisecond
 
 // cpuTime returns the CPU time (user + system) the process has used, from
 // /proc/self/stat, or -1 where there is none.
