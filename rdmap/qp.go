@@ -93,6 +93,8 @@ type QueuePair struct {
 	termOnce   sync.Once
 
 	jobs        chan job
+	pending     int           // jobs queued or running (guarded by mu)
+	sendMu      sync.Mutex    // held while a job runs: the Sender has one user at a time
 	urgent      chan []byte   // a Terminate to send before anything else
 	readChanged chan struct{} // a read completed, or the stream stopped
 	sqChanged   chan struct{} // a send work request completed
@@ -325,16 +327,43 @@ func (qp *QueuePair) inline(e *sqEntry) error {
 
 func (qp *QueuePair) post(e *sqEntry) error {
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
 	if qp.state != StateRunning {
+		qp.mu.Unlock()
 		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
 	}
 	if len(qp.sq) >= qp.cfg.SendDepth {
+		qp.mu.Unlock()
 		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
 	}
 	qp.sq = append(qp.sq, e)
+	// When nothing else is queued or running, the poster sends the request
+	// itself, as Linux siw does: two goroutine hand-offs fewer on the path
+	// of a lone request. It only does so when the request cannot wait for
+	// Reads (ORD, Fence), so a post never blocks for long.
+	idle := qp.pending == 0 && len(qp.urgent) == 0 &&
+		(e.kind != kindRead || len(qp.reads) < qp.cfg.ORD) && (!e.fence || len(qp.reads) == 0)
+	if idle && qp.sendMu.TryLock() {
+		qp.pending++
+		qp.mu.Unlock()
+		qp.run(job{e: e})
+		qp.mu.Lock()
+		qp.pending--
+		qp.mu.Unlock()
+		qp.sendMu.Unlock()
+		return nil
+	}
+	qp.pending++
 	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
+	qp.mu.Unlock()
 	return nil
+}
+
+// enqueue queues a Read Response for the send side.
+func (qp *QueuePair) enqueue(j job) {
+	qp.mu.Lock()
+	qp.pending++
+	qp.mu.Unlock()
+	qp.jobs <- j // never blocks: IRD bounds the Read Responses queued
 }
 
 // PostRecv posts a receive buffer for one incoming Send. Buffers are
@@ -426,7 +455,12 @@ func (qp *QueuePair) sendLoop() {
 		case t := <-qp.urgent:
 			qp.sendTerminate(t)
 		case j := <-qp.jobs:
+			qp.sendMu.Lock()
 			qp.run(j)
+			qp.sendMu.Unlock()
+			qp.mu.Lock()
+			qp.pending--
+			qp.mu.Unlock()
 		case <-qp.done:
 			return
 		}
@@ -541,6 +575,8 @@ func (qp *QueuePair) llpError(err error) {
 }
 
 func (qp *QueuePair) sendTerminate(t []byte) {
+	qp.sendMu.Lock()
+	defer qp.sendMu.Unlock()
 	qp.sender.SendUntagged([5]byte{byte(MakeControl(OpTerminate))}, QNTerminate, [][]byte{t})
 	qp.closeTerminated()
 }
@@ -582,6 +618,9 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	}
 	close(qp.done)
 	qp.wg.Wait()
+	// A poster may be sending inline: wait for it.
+	qp.sendMu.Lock()
+	qp.sendMu.Unlock()
 	if c, ok := qp.llp.(io.Closer); ok && started {
 		return c.Close()
 	}

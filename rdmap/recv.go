@@ -187,7 +187,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// be started only after the RDMA Read Request Message has been
 	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The job
 	// queue has room for IRD responses, so this never blocks.
-	qp.jobs <- job{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer}
+	qp.enqueue(job{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 }
 
 func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {

@@ -45,6 +45,27 @@
 //     WebRTC) rather than IPsec.
 //   - pion/sctp negotiates I-DATA (RFC 8260) by default; this package turns
 //     it off so that segments travel in the DATA chunks RFC 5043 describes.
+//   - On a WebRTC data channel (DataChannelStream) the PPID is implied by
+//     content: the browser sends every binary message with PPID 53, so a
+//     message whose third octet is 0x00 (the high octet of a Function Code,
+//     1-7) is DDP Stream Session Control and any other a DDP Segment Chunk
+//     (its DDP Control Field has DV = 01b); segments of another DDP version
+//     are not sent.
+//
+// # Sessions
+//
+// Session binds a ULP endpoint (ddp.Endpoint: an rdmap.QueuePair) to a DDP
+// stream for one DDP Stream Session (§6): Connect or ConnectStream on the
+// active side, Association.Sessions or ReadInitiate and then
+// SessionRequest.Accept or Reject on the passive side. IRD and ORD are
+// negotiated with RFC 6581's enhanced function codes unless
+// SessionConfig.Basic. Each DDP Segment's 16-bit DDP-SSN is widened to the
+// DDP stream's 32-bit sequence: the segment is placed on arrival and its
+// message delivered in DDP-SSN order. A message outside the legal
+// sequences (a second Initiate, a forged or out-of-window DDP-SSN, an
+// unknown PPID, oversized Private Data) terminates the session with a DDP
+// Stream Session Terminate and flushes the endpoint; nothing more is
+// placed.
 //
 // # Readings of the RFCs
 //

@@ -67,6 +67,10 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("sctpddp: the peer rejected the DDP stream session (%d octets of private data)", len(e.PrivateData))
 }
 
+// maxEarlySegments bounds the DDP Segments kept that arrive before the
+// Accept they follow.
+const maxEarlySegments = 64
+
 // Errors of the session layer.
 var (
 	ErrSessionTerminated = errors.New("sctpddp: the peer sent DDP Stream Session Terminate")
@@ -94,6 +98,7 @@ type Session struct {
 	err       error
 	closeOnce sync.Once
 	done      chan struct{}
+	early     [][]byte // DDP Segment Chunks that overtook the Accept
 	wg        sync.WaitGroup
 }
 
@@ -174,7 +179,15 @@ func (s *Session) readLoop() {
 	var endSeq uint32
 	ending := false
 	for {
-		n, ppid, err := s.st.ReadMessage(context.Background(), buf)
+		var n int
+		var ppid PPID
+		var err error
+		if len(s.early) > 0 {
+			n, ppid = copy(buf, s.early[0]), PPIDSegment
+			s.early = s.early[1:]
+		} else {
+			n, ppid, err = s.st.ReadMessage(context.Background(), buf)
+		}
 		if s.isClosing() {
 			return
 		}
@@ -285,13 +298,24 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	if _, err := st.WriteSessionControl(ctx, init); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, MaxPrivateData+16)
-	n, ppid, err := st.ReadMessage(ctx, buf)
-	if err != nil {
-		return nil, fmt.Errorf("sctpddp: waiting for the DDP Stream Session Accept: %w", err)
-	}
-	if ppid != PPIDSessionControl {
-		return nil, fmt.Errorf("%w: a DDP Segment before the Accept", ErrIllegalSequence)
+	// Chunks are unordered: the responder's first DDP Segments, sent after
+	// its Accept, may arrive before it. They are kept (up to
+	// maxEarlySegments) and handed to DDP once the session runs.
+	buf := make([]byte, st.MULPDU()+SSNLen)
+	var n int
+	for {
+		var ppid PPID
+		n, ppid, err = st.ReadMessage(ctx, buf)
+		if err != nil {
+			return nil, fmt.Errorf("sctpddp: waiting for the DDP Stream Session Accept: %w", err)
+		}
+		if ppid == PPIDSessionControl {
+			break
+		}
+		if len(s.early) == maxEarlySegments {
+			return nil, fmt.Errorf("%w: %d DDP Segments and no Accept", ErrIllegalSequence, maxEarlySegments)
+		}
+		s.early = append(s.early, append([]byte(nil), buf[:n]...))
 	}
 	m, _, err := ParseSessionControl(buf[:n])
 	if err != nil {
