@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"time"
 )
 
 // Status is a completion's status. The names are the ones users of verbs
@@ -102,7 +104,17 @@ type CompletionQueue struct {
 	solOnly bool
 	notify  chan struct{}
 	wake    chan struct{} // closed and replaced whenever a completion arrives
+	spin    time.Duration // how long Wait polls before it sleeps
 	overrun bool
+}
+
+// SetSpin sets how long Wait polls before it sleeps; by default it
+// sleeps at once. Polling helps latency only where the waiting goroutine
+// has a core of its own.
+func (cq *CompletionQueue) SetSpin(d time.Duration) {
+	cq.mu.Lock()
+	cq.spin = d
+	cq.mu.Unlock()
 }
 
 // NewCompletionQueue returns a completion queue that holds up to depth
@@ -111,7 +123,7 @@ func (d *Device) NewCompletionQueue(depth int) *CompletionQueue {
 	if depth <= 0 {
 		depth = 1024
 	}
-	return &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{})}
+	return &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{}), spin: 0}
 }
 
 func (cq *CompletionQueue) push(c Completion, solicited bool) {
@@ -159,6 +171,21 @@ func (cq *CompletionQueue) Poll(out []Completion) int {
 // Wait returns the next completion, waiting for one until ctx is done.
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
+	// Poll for a while first if asked to (SetSpin), as RDMA applications
+	// poll their completion queues: a completion that is microseconds away
+	// is taken without parking and waking the goroutine.
+	if cq.spin > 0 {
+		deadline := time.Now().Add(cq.spin)
+		for i := 0; ; i++ {
+			if cq.Poll(one[:]) == 1 {
+				return one[0], nil
+			}
+			if i%32 == 31 && time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
 	for {
 		cq.mu.Lock()
 		wake := cq.wake

@@ -463,3 +463,25 @@ func TestFence(t *testing.T) {
 		}
 	}
 }
+
+// A completion queue set to poll before sleeping still hands out every
+// completion, whether it arrives during the polling or after.
+func TestCQSpin(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	a.scq.SetSpin(2 * time.Millisecond)
+	target := b.reg(t, 8, RemoteWrite)
+	src := a.reg(t, 8, 0)
+	for i := 0; i < 20; i++ {
+		mustPost(t, a.qp.PostWrite(WriteWR{ID: uint64(i), SGL: []SGE{{MR: src, Length: 8}}, RemoteSTag: target.STag()}))
+		if c := wait(t, a.scq); c.WRID != uint64(i) {
+			t.Fatalf("%+v", c)
+		}
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.qp.PostWrite(WriteWR{ID: 99, SGL: []SGE{{MR: src, Length: 8}}, RemoteSTag: target.STag()})
+	}()
+	if c := wait(t, a.scq); c.WRID != 99 {
+		t.Fatalf("%+v", c)
+	}
+}
