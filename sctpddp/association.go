@@ -44,6 +44,9 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 	if s.connHook != nil {
 		nc = s.connHook(conn)
 	}
+	if s.Trace != nil {
+		nc = tracedConn{nc, s.Trace}
+	}
 	opts := []sctp.AssociationOption{
 		sctp.WithNetConn(nc),
 		sctp.WithMTU(s.MTU),
@@ -192,4 +195,24 @@ func (a *Association) Close() error {
 		a.wg.Wait()
 	})
 	return err
+}
+
+// tracedConn hands each SCTP packet that pion reads or writes to
+// Config.Trace: one Read or Write of the DTLS connection is one packet.
+type tracedConn struct {
+	net.Conn
+	trace func(outbound bool, packet []byte)
+}
+
+func (c tracedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.trace(false, b[:n])
+	}
+	return n, err
+}
+
+func (c tracedConn) Write(b []byte) (int, error) {
+	c.trace(true, b)
+	return c.Conn.Write(b)
 }

@@ -114,6 +114,15 @@ type Config struct {
 	// LoggerFactory is passed to pion (pion's default if nil).
 	LoggerFactory logging.LoggerFactory
 
+	// Trace, if set, receives every SCTP packet of the association in
+	// the clear, SCTP common header first: those this end sends
+	// (outbound) before DTLS encrypts them, and those it receives after
+	// DTLS decrypts them. One call is one packet; packet is valid only
+	// during the call. It is called from pion's read and write loops, so
+	// it must be quick and safe for concurrent use. For recording a
+	// session as a capture.
+	Trace func(outbound bool, packet []byte)
+
 	// connHook, for tests, wraps the DTLS connection that SCTP runs on,
 	// to see the SCTP packets in the clear.
 	connHook func(net.Conn) net.Conn
