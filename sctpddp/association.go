@@ -45,7 +45,7 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		nc = s.connHook(conn)
 	}
 	if s.Trace != nil {
-		nc = tracedConn{nc, s.Trace}
+		nc = tracedConn{nc, s.Trace, conn.RemoteAddr()}
 	}
 	opts := []sctp.AssociationOption{
 		sctp.WithNetConn(nc),
@@ -201,18 +201,19 @@ func (a *Association) Close() error {
 // Config.Trace: one Read or Write of the DTLS connection is one packet.
 type tracedConn struct {
 	net.Conn
-	trace func(outbound bool, packet []byte)
+	trace func(peer net.Addr, outbound bool, packet []byte)
+	peer  net.Addr
 }
 
 func (c tracedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.trace(false, b[:n])
+		c.trace(c.peer, false, b[:n])
 	}
 	return n, err
 }
 
 func (c tracedConn) Write(b []byte) (int, error) {
-	c.trace(true, b)
+	c.trace(c.peer, true, b)
 	return c.Conn.Write(b)
 }

@@ -118,10 +118,11 @@ type Config struct {
 	// the clear, SCTP common header first: those this end sends
 	// (outbound) before DTLS encrypts them, and those it receives after
 	// DTLS decrypts them. One call is one packet; packet is valid only
-	// during the call. It is called from pion's read and write loops, so
-	// it must be quick and safe for concurrent use. For recording a
-	// session as a capture.
-	Trace func(outbound bool, packet []byte)
+	// during the call; peer is the association's remote UDP address,
+	// which tells a Listener's associations apart. It is called from
+	// pion's read and write loops, so it must be quick and safe for
+	// concurrent use. For recording sessions as captures.
+	Trace func(peer net.Addr, outbound bool, packet []byte)
 
 	// connHook, for tests, wraps the DTLS connection that SCTP runs on,
 	// to see the SCTP packets in the clear.
