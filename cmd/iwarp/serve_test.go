@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+func TestServeUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "--listen", "udp://x:1"},
+		{"serve", "--listen", "tcp://127.0.0.1"},
+		{"serve", "--listen", "tcp://127.0.0.1:0", "--mr-size", "0"},
+		{"serve", "--listen", "tcp://127.0.0.1:0", "--psk", "x"},
+		{"serve", "--listen", "sctp://127.0.0.1:0", "--markers"},
+		{"serve", "--bogus"},
+	} {
+		_, stderr, code := runIwarp(t, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") > 0 && !contains(stderr, "Usage") && !contains(stderr, "usage") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	_, stderr, code := runIwarp(t, "serve", "-h")
+	if code != 0 || !contains(stderr, "Examples:") || !contains(stderr, `"event":"recv"`) {
+		t.Errorf("serve -h: exit %d\n%s", code, stderr)
+	}
+	_, stderr, code = runIwarp(t, "serve", "--listen", "tcp://256.0.0.1:1")
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("bad address: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// expectedRegion is the served region's initial contents.
+func expectedRegion(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+	return b
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func testServe(t *testing.T, url string, link linkFlags, args ...string) {
+	const mrSize = 8192
+	s := startServe(t, append([]string{"--listen", url, "--mr-size", "8192", "--recv-depth", "4", "--recv-size", "2048"}, args...)...)
+	if s.fp != "" {
+		link.fingerprint = s.fp
+	}
+	cl := dialServer(t, s.url, link)
+	ev := s.next("connected")
+	wantField(t, ev, "stag", cl.stag)
+	wantField(t, ev, "to", cl.to)
+	wantField(t, ev, "length", mrSize)
+	if cl.length != mrSize || cl.to != serveTO {
+		t.Fatalf("advertised TO %#x length %d", cl.to, cl.length)
+	}
+	scheme := url[:strings.Index(url, ":")]
+	wantField(t, ev, "transport", scheme)
+	if scheme == "tcp" {
+		wantField(t, ev, "mpa_revision", 2)
+		wantField(t, ev, "crc", !link.noCRC)
+		wantField(t, ev, "markers_rx", link.markers)
+	} else {
+		wantField(t, ev, "sctp_stream", 1)
+	}
+
+	want := expectedRegion(mrSize)
+	// RDMA Write 3000 bytes at offset 100.
+	data := bytes.Repeat([]byte("iwarp!"), 500)
+	src := cl.reg(data)
+	if err := cl.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: uint32(len(data))}}, RemoteSTag: cl.stag, RemoteTO: cl.to + 100}); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[100:], data)
+	// RDMA Read it back, with what follows.
+	sink := cl.reg(make([]byte, 4000))
+	if err := cl.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 4000}, RemoteSTag: cl.stag, RemoteTO: cl.to + 100}); err != nil {
+		t.Fatal(err)
+	}
+	// Two Sends.
+	msgs := [][]byte{[]byte("hello"), bytes.Repeat([]byte{7}, 1500)}
+	for i, m := range msgs {
+		if err := cl.qp.PostSend(rdmap.SendWR{ID: uint64(3 + i), SGL: []rdmap.SGE{{MR: cl.reg(m), Length: uint32(len(m))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		cl.wait(cl.scq)
+	}
+	if !bytes.Equal(sink.Bytes(), want[100:4100]) {
+		t.Error("RDMA Read returned other bytes than were written")
+	}
+	for i, m := range msgs {
+		ev := s.next("recv")
+		wantField(t, ev, "msn", i+1)
+		wantField(t, ev, "len", len(m))
+		wantField(t, ev, "sha256", sum(m))
+	}
+	cl.close()
+	ev = s.next("closed")
+	wantField(t, ev, "mr_sha256", sum(want))
+
+	// A Write to an STag that does not exist: the server terminates.
+	cl2 := dialServer(t, s.url, link)
+	s.next("connected")
+	cl2.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: cl2.reg([]byte("x")), Length: 1}}, RemoteSTag: cl2.stag ^ 0xff00, RemoteTO: cl2.to})
+	ev = s.next("terminate")
+	wantField(t, ev, "origin", "local")
+	wantField(t, ev, "layer_name", "DDP")
+	wantField(t, ev, "name", "Tagged Buffer Error / Invalid Steering Tag")
+	ev = s.next("closed")
+	wantField(t, ev, "mr_sha256", sum(expectedRegion(mrSize)))
+	s.stop()
+}
+
+func TestServeTCP(t *testing.T) {
+	testServe(t, "tcp://127.0.0.1:0", linkFlags{})
+}
+
+func TestServeTCPMarkersNoCRC(t *testing.T) {
+	testServe(t, "tcp://127.0.0.1:0", linkFlags{markers: true, noCRC: true}, "--markers", "--no-crc")
+}
+
+func TestServeSCTPFingerprint(t *testing.T) {
+	testServe(t, "sctp://127.0.0.1:0", linkFlags{})
+}
+
+func TestServeSCTPPSK(t *testing.T) {
+	testServe(t, "sctp://127.0.0.1:0", linkFlags{psk: "lab key", pskIdentity: "iwarp"}, "--psk", "lab key")
+}
+
+// Two clients at once, then SIGINT with one still connected: serve
+// reports it closed and exits 0.
+func TestServeConcurrentAndSIGINT(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096")
+	a := dialServer(t, s.url, linkFlags{})
+	s.next("connected")
+	b := dialServer(t, s.url, linkFlags{})
+	s.next("connected")
+	if a.stag == b.stag {
+		t.Error("two connections share a region")
+	}
+	s.stop()
+}
