@@ -18,7 +18,9 @@ import (
 // of each connection, from the MPA startup frames on, so that Wireshark
 // dissects MPA, DDP and RDMAP and checks the CRCs. For sctp:// it writes
 // the SCTP packets as they were before DTLS encryption, in raw IPv4 or
-// IPv6 packets of protocol 132 between the UDP addresses of the two ends.
+// IPv6 packets of protocol 132 between the IP addresses of the two ends
+// (this end's shown as the next address when both are the same, as on
+// loopback, since pion uses SCTP port 5000 at both ends).
 //
 // Its methods are safe for concurrent use; mu guards the file and every
 // connection's state.
@@ -111,6 +113,12 @@ func (r *recorder) sctpTrace(peer net.Addr, outbound bool, packet []byte) {
 			local = netip.IPv6Unspecified()
 		}
 	}
+	if local == remote {
+		// Loopback: both ends have one address and pion's SCTP ports
+		// are equal too; show this end as the next address so that the
+		// two directions differ.
+		local = local.Next()
+	}
 	src, dst := local, remote
 	if !outbound {
 		src, dst = remote, local
@@ -155,6 +163,10 @@ func ipPacket(src, dst netip.Addr, proto uint8, id uint16, payload []byte) []byt
 	return b
 }
 
+// recordMSS is the TCP segment size of recorded connections: loopback's
+// MSS (an MTU of 65535 less the IPv4 and TCP headers with timestamps).
+const recordMSS = 65483
+
 // tcpRecording is one recorded TCP connection. Octets traced before the
 // connection's addresses are known (the startup frames of a dialing
 // client) wait in pending.
@@ -196,6 +208,10 @@ func (t *tcpRecording) bind(client, server net.Addr) {
 	if len(t.pending) > 0 {
 		start = t.pending[0].t
 	}
+	// Segments as large as loopback's: an FPDU is then one segment, as
+	// MPA senders aim for, and dissectors that find FPDUs by Markers stay
+	// in step.
+	cw.MSS = recordMSS
 	r.fail(cw.Open(start))
 	t.cw = cw
 	for _, c := range t.pending {

@@ -43,6 +43,12 @@ For sctp:// it uses a self-signed certificate (or --cert/--key) and prints
 its fingerprint for clients to pin; with --psk both ends share a key
 instead. Without --psk clients are not authenticated (it says so).
 
+--pcap FILE records every connection as a capture Wireshark opens: for
+tcp:// the real MPA byte streams (each connection then passes through a
+loopback relay that records it) in synthesized Ethernet/IPv4/TCP frames;
+for sctp:// the SCTP packets before DTLS encryption. "iwarp dump FILE"
+decodes both.
+
 Examples:
 	iwarp serve --listen tcp://127.0.0.1:4791 --json
 	iwarp serve --listen sctp://:4792 --psk s3cret

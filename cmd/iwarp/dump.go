@@ -1,0 +1,647 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+func init() {
+	register("dump", command{
+		summary: "decode a pcap or pcapng capture of MPA/TCP or DDP/SCTP traffic",
+		run:     runDump,
+	})
+}
+
+const dumpUsage = `usage: iwarp dump [--json] FILE
+
+Decodes a pcap or pcapng capture of iWARP traffic and prints one line per
+MPA startup frame and FPDU (tcp) or per DDP Segment and session control
+message (sctp), with the DDP and RDMAP fields and a note in plain words.
+
+TCP: each connection's byte streams are reassembled, the MPA Request and
+Reply Frames found (so the capture must hold the connection's start),
+Markers stripped and CRCs checked as negotiated. SCTP: DATA chunks with
+PPID 16 (DDP Segment) and 17 (DDP Stream Session Control), unencrypted: as
+Wireshark exports them after DTLS decryption, or as "iwarp serve --pcap"
+and "iwarp perf --pcap" record them.
+
+Examples:
+	iwarp dump session.pcap
+	iwarp dump --json session.pcapng | jq .note
+
+With --json each line is one JSON object:
+	{"n":3,"time":"2026-01-02T15:04:05.000001Z","conn":1,"transport":"tcp",
+	 "src":"10.0.0.1:40000","dst":"10.0.0.2:4791","kind":"fpdu",
+	 "len":34,"crc":"good"|"bad"|"off",
+	 "ddp":{"tagged":false,"last":true,"stag":0,"to":0,"qn":0,"msn":1,"mo":0},
+	 "opcode":3,"op":"Send","payload_len":16,
+	 "read_request":{...},"terminate":{...},"invalidate_stag":0,
+	 "note":"..."}
+kind is "mpa_request", "mpa_reply", "fpdu" (tcp), "segment" or
+"session_control" (sctp, with "sctp_stream", "ddp_ssn" and "function"),
+or "error" for what could not be decoded (the note says why).
+
+Flags:
+`
+
+func runDump(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, dumpUsage)
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() != 1 {
+		return usagef("want one capture FILE (try: iwarp dump -h)")
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	recs, err := decodeCapture(f)
+	if err != nil {
+		return fmt.Errorf("%s: %v", fs.Arg(0), err)
+	}
+	for i := range recs {
+		r := &recs[i]
+		r.N = i + 1
+		if *asJSON {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			stdout.Write(append(b, '\n'))
+		} else {
+			fmt.Fprintln(stdout, r.text(recs[0].Time))
+		}
+	}
+	return nil
+}
+
+// dumpDDP is a DDP header's fields.
+type dumpDDP struct {
+	Tagged bool   `json:"tagged"`
+	Last   bool   `json:"last"`
+	STag   uint32 `json:"stag"`
+	TO     uint64 `json:"to"`
+	QN     uint32 `json:"qn"`
+	MSN    uint32 `json:"msn"`
+	MO     uint32 `json:"mo"`
+}
+
+type dumpReadRequest struct {
+	SinkSTag uint32 `json:"sink_stag"`
+	SinkTO   uint64 `json:"sink_to"`
+	Size     uint32 `json:"size"`
+	SrcSTag  uint32 `json:"src_stag"`
+	SrcTO    uint64 `json:"src_to"`
+}
+
+type dumpTerminate struct {
+	Layer     uint8  `json:"layer"`
+	EType     uint8  `json:"etype"`
+	ECode     uint8  `json:"ecode"`
+	LayerName string `json:"layer_name"`
+	Name      string `json:"name"`
+}
+
+// dumpRecord is one line of output.
+type dumpRecord struct {
+	N          int              `json:"n"`
+	Time       time.Time        `json:"time"`
+	Conn       int              `json:"conn"`
+	Transport  string           `json:"transport"`
+	Src        string           `json:"src"`
+	Dst        string           `json:"dst"`
+	Kind       string           `json:"kind"`
+	Len        int              `json:"len"`
+	CRC        string           `json:"crc,omitempty"`
+	SCTPStream *uint16          `json:"sctp_stream,omitempty"`
+	DDPSSN     *uint16          `json:"ddp_ssn,omitempty"`
+	Function   string           `json:"function,omitempty"`
+	DDP        *dumpDDP         `json:"ddp,omitempty"`
+	Opcode     *uint8           `json:"opcode,omitempty"`
+	Op         string           `json:"op,omitempty"`
+	PayloadLen *int             `json:"payload_len,omitempty"`
+	ReadReq    *dumpReadRequest `json:"read_request,omitempty"`
+	Terminate  *dumpTerminate   `json:"terminate,omitempty"`
+	InvSTag    *uint32          `json:"invalidate_stag,omitempty"`
+	Note       string           `json:"note"`
+
+	order int // tie-break within one instant: stream position
+}
+
+func (r *dumpRecord) text(t0 time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%4d %10.6f c%d %s > %s ", r.N, r.Time.Sub(t0).Seconds(), r.Conn, r.Src, r.Dst)
+	switch r.Kind {
+	case "mpa_request", "mpa_reply":
+		fmt.Fprintf(&b, "%s len %d", strings.ToUpper(r.Kind[:3])+" "+r.Kind[4:], r.Len)
+	case "fpdu":
+		fmt.Fprintf(&b, "FPDU len %d CRC %s", r.Len, r.CRC)
+	case "segment":
+		fmt.Fprintf(&b, "SCTP stream %d DDP-SSN %d len %d", *r.SCTPStream, *r.DDPSSN, r.Len)
+	case "session_control":
+		fmt.Fprintf(&b, "SCTP stream %d DDP-SSN %d %s", *r.SCTPStream, *r.DDPSSN, r.Function)
+	case "error":
+		b.WriteString("ERROR")
+	}
+	if d := r.DDP; d != nil {
+		flags := "T=0"
+		if d.Tagged {
+			flags = "T=1"
+		}
+		if d.Last {
+			flags += " L=1"
+		} else {
+			flags += " L=0"
+		}
+		if d.Tagged {
+			fmt.Fprintf(&b, " | DDP %s STag %#08x TO %#x", flags, d.STag, d.TO)
+		} else {
+			fmt.Fprintf(&b, " | DDP %s QN %d MSN %d MO %d", flags, d.QN, d.MSN, d.MO)
+		}
+	}
+	if r.Op != "" {
+		fmt.Fprintf(&b, " | RDMAP %s", r.Op)
+		if r.PayloadLen != nil {
+			fmt.Fprintf(&b, " payload %d", *r.PayloadLen)
+		}
+	}
+	b.WriteString("\n       ")
+	b.WriteString(r.Note)
+	return b.String()
+}
+
+// errNotIWARP says a capture holds no iWARP traffic.
+var errNotIWARP = errors.New("no iWARP traffic: no TCP stream starts with an MPA Request Frame and no SCTP DATA chunk has PPID 16 or 17")
+
+// decodeCapture reads a capture and decodes its iWARP traffic.
+func decodeCapture(r io.Reader) ([]dumpRecord, error) {
+	pr, err := pcapfile.NewReader(r)
+	if err != nil {
+		return nil, describeCaptureErr(err)
+	}
+	asm := pcapfile.NewAssembler()
+	sc := newSCTPDecoder()
+	for {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, describeCaptureErr(err)
+		}
+		seg, err := pcapfile.DecodeTCP(p.LinkType, p.Data)
+		if err == nil {
+			seg.Time = p.Time
+			asm.Add(seg)
+			continue
+		}
+		sc.packet(p)
+	}
+	streams, _ := asm.Streams() // gaps are reported per FPDU below
+	recs := decodeMPA(streams)
+	recs = append(recs, sc.recs...)
+	if len(recs) == 0 {
+		return nil, errNotIWARP
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].Time.Equal(recs[j].Time) {
+			return recs[i].Time.Before(recs[j].Time)
+		}
+		if recs[i].Conn != recs[j].Conn {
+			return recs[i].Conn < recs[j].Conn
+		}
+		return recs[i].order < recs[j].order
+	})
+	return recs, nil
+}
+
+func describeCaptureErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "EOF") {
+		return fmt.Errorf("truncated capture: %v", err)
+	}
+	if errors.Is(err, pcapfile.ErrFormat) {
+		return fmt.Errorf("not a valid pcap or pcapng file: %v", err)
+	}
+	return err
+}
+
+// decodeMPA finds MPA connections in the TCP streams and decodes them.
+func decodeMPA(streams []*pcapfile.Stream) []dumpRecord {
+	var recs []dumpRecord
+	conn := 0
+	for _, s := range streams {
+		if !bytes.HasPrefix(s.Data, []byte(mpa.RequestKey)) {
+			continue
+		}
+		conn++
+		rep := pcapfile.Lookup(streams, s.Flow.Reverse())
+		recs = append(recs, decodeMPAConn(conn, s, rep)...)
+	}
+	return recs
+}
+
+func decodeMPAConn(conn int, reqS, repS *pcapfile.Stream) []dumpRecord {
+	var recs []dumpRecord
+	base := func(s *pcapfile.Stream, off int) dumpRecord {
+		return dumpRecord{Time: s.TimeAt(off), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(), order: off}
+	}
+	fail := func(s *pcapfile.Stream, off int, note string) {
+		r := base(s, off)
+		r.Kind, r.Note = "error", note
+		recs = append(recs, r)
+	}
+	req, n, err := mpa.ParseFrame(reqS.Data)
+	if err != nil {
+		fail(reqS, 0, fmt.Sprintf("MPA Request Frame unreadable: %v", err))
+		return recs
+	}
+	r := base(reqS, 0)
+	r.Kind, r.Len = "mpa_request", n
+	r.Note = "the initiator asks to start MPA: " + frameWords(&req)
+	recs = append(recs, r)
+	if repS == nil {
+		fail(reqS, n, "the capture holds no data from the responder: no MPA Reply Frame")
+		return recs
+	}
+	rep, m, err := mpa.ParseFrame(repS.Data)
+	if err != nil {
+		fail(repS, 0, fmt.Sprintf("MPA Reply Frame unreadable: %v", err))
+		return recs
+	}
+	r = base(repS, 0)
+	r.Kind, r.Len = "mpa_reply", m
+	r.Note = "the responder answers: " + frameWords(&rep)
+	recs = append(recs, r)
+	if rep.Reject {
+		return recs
+	}
+	fromInit, fromResp := mpa.Negotiate(&req, &rep)
+	recs = append(recs, decodeFPDUs(conn, reqS, n, fromInit)...)
+	recs = append(recs, decodeFPDUs(conn, repS, m, fromResp)...)
+	return recs
+}
+
+func frameWords(f *mpa.Frame) string {
+	var w []string
+	w = append(w, fmt.Sprintf("revision %d", f.Rev))
+	if f.Reply && f.Reject {
+		w = append(w, "REJECTED")
+	}
+	w = append(w, "CRC "+yesNo(f.CRC), "Markers "+yesNo(f.Markers))
+	if e, ulp, ok := f.Enhancement(); ok {
+		w = append(w, fmt.Sprintf("IRD %d ORD %d", e.IRD, e.ORD))
+		if e.PeerToPeer {
+			w = append(w, "peer-to-peer")
+		}
+		w = append(w, fmt.Sprintf("%d bytes of private data", len(ulp)))
+	} else {
+		w = append(w, fmt.Sprintf("%d bytes of private data", len(f.PrivateData)))
+	}
+	return strings.Join(w, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// decodeFPDUs decodes the FPDUs of one direction, from offset start.
+func decodeFPDUs(conn int, s *pcapfile.Stream, start int, o mpa.Options) []dumpRecord {
+	var recs []dumpRecord
+	data := s.Data[start:]
+	rd := mpa.NewReader(bytes.NewReader(data), o)
+	for {
+		off := int(rd.Offset())
+		l, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		r := dumpRecord{Time: s.TimeAt(start + off), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(), order: start + off}
+		if err != nil {
+			r.Kind = "error"
+			r.Note = fmt.Sprintf("FPDU at stream offset %d: %v", start+off, err)
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				r.Note = fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+off)
+			}
+			recs = append(recs, r)
+			break
+		}
+		u := make([]byte, l)
+		if err := rd.ReadFull(u); err != nil {
+			r.Kind, r.Note = "error", fmt.Sprintf("the capture ends inside an FPDU at stream offset %d (%d-byte ULPDU)", start+off, l)
+			recs = append(recs, r)
+			break
+		}
+		ferr := rd.Finish()
+		r.Kind, r.Len = "fpdu", int(rd.Offset())-off
+		switch {
+		case !o.CRC:
+			r.CRC = "off"
+		case errors.Is(ferr, term.MPACRCError):
+			r.CRC = "bad"
+		case ferr != nil && (errors.Is(ferr, io.ErrUnexpectedEOF) || errors.Is(ferr, io.EOF)):
+			r.Kind, r.Note = "error", fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+off)
+			recs = append(recs, r)
+			return appendGap(recs, s)
+		default:
+			r.CRC = "good"
+		}
+		describeSegment(&r, u)
+		if r.CRC == "bad" {
+			r.Note = "BAD CRC32c: the receiver must treat this FPDU as invalid (RFC 5044 §4.4). " + r.Note
+		} else if ferr != nil {
+			r.Note = fmt.Sprintf("%v. %s", ferr, r.Note)
+		}
+		recs = append(recs, r)
+		if ferr != nil && !errors.Is(ferr, term.MPACRCError) {
+			break
+		}
+	}
+	return appendGap(recs, s)
+}
+
+func appendGap(recs []dumpRecord, s *pcapfile.Stream) []dumpRecord {
+	var gap *pcapfile.GapError
+	if errors.As(s.Err, &gap) {
+		recs = append(recs, dumpRecord{Time: s.TimeAt(len(s.Data) - 1), Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(),
+			Kind: "error", order: len(s.Data),
+			Note: fmt.Sprintf("the capture misses %d bytes at stream offset %d: decoding of this direction stops there", gap.Missing, gap.Offset)})
+	}
+	return recs
+}
+
+// describeSegment fills in a DDP Segment's DDP and RDMAP fields and note.
+func describeSegment(r *dumpRecord, seg []byte) {
+	h, hl, err := ddp.ParseHeader(seg)
+	if err != nil {
+		r.Note = fmt.Sprintf("DDP header unreadable: %v", err)
+		return
+	}
+	r.DDP = &dumpDDP{Tagged: h.Tagged, Last: h.Last, STag: h.STag, TO: h.TO, QN: h.QN, MSN: h.MSN, MO: h.MO}
+	payload := seg[hl:]
+	op := rdmap.Control(h.RsvdULP[0]).Opcode()
+	opv := uint8(op)
+	r.Opcode, r.Op = &opv, op.String()
+	pl := len(payload)
+	r.PayloadLen = &pl
+	last := ""
+	if h.Last {
+		last = " This is the message's last segment: it is complete."
+	}
+	switch {
+	case h.DV != ddp.Version:
+		r.Note = fmt.Sprintf("DDP version %d: not one this decoder knows.", h.DV)
+	case op == rdmap.OpWrite:
+		r.Note = fmt.Sprintf("RDMA Write: %d bytes were placed straight into the peer's memory, STag %#08x at TO %#x, with no receive buffer involved.%s", pl, h.STag, h.TO, last)
+	case op == rdmap.OpReadResponse:
+		r.Note = fmt.Sprintf("RDMA Read Response: %d bytes read from the peer were placed into STag %#08x at TO %#x.%s", pl, h.STag, h.TO, last)
+	case op == rdmap.OpReadRequest:
+		rr, _, err := rdmap.ParseReadRequest(payload)
+		if err != nil {
+			r.Note = fmt.Sprintf("RDMA Read Request, unreadable: %v", err)
+			break
+		}
+		r.ReadReq = &dumpReadRequest{SinkSTag: rr.SinkSTag, SinkTO: rr.SinkTO, Size: rr.RDMARDSZ, SrcSTag: rr.SrcSTag, SrcTO: rr.SrcTO}
+		r.Note = fmt.Sprintf("RDMA Read Request (queue 1, MSN %d): asks the peer for %d bytes from its STag %#08x at TO %#x, to be placed here into STag %#08x at TO %#x.", h.MSN, rr.RDMARDSZ, rr.SrcSTag, rr.SrcTO, rr.SinkSTag, rr.SinkTO)
+	case op == rdmap.OpTerminate:
+		t, _, err := rdmap.ParseTerminate(payload)
+		if err != nil {
+			r.Note = fmt.Sprintf("Terminate, unreadable: %v", err)
+			break
+		}
+		e := t.Err()
+		r.Terminate = &dumpTerminate{Layer: uint8(t.Layer), EType: t.EType, ECode: t.Code, LayerName: t.Layer.String(), Name: e.Name()}
+		r.Note = fmt.Sprintf("Terminate: the sender stopped the stream because of a %s error: %s (layer %d, type %d, code %#02x). Nothing more is placed on this stream.", t.Layer, e.Name(), t.Layer, t.EType, t.Code)
+	case op.IsSend():
+		if op.Invalidates() {
+			inv := uint32(h.RsvdULP[1])<<24 | uint32(h.RsvdULP[2])<<16 | uint32(h.RsvdULP[3])<<8 | uint32(h.RsvdULP[4])
+			r.InvSTag = &inv
+		}
+		r.Note = fmt.Sprintf("%s: %d bytes go into the peer's next posted receive buffer (queue %d, message MSN %d, at offset MO %d).", op, pl, h.QN, h.MSN, h.MO)
+		if h.Last {
+			r.Note += " This is the last segment: the message is delivered and its receive completes."
+			if r.InvSTag != nil {
+				r.Note += fmt.Sprintf(" It also invalidates the peer's STag %#08x.", *r.InvSTag)
+			}
+		}
+	default:
+		r.Note = fmt.Sprintf("RDMAP opcode %d is reserved: the receiver must terminate the stream.", op)
+	}
+}
+
+// sctpDecoder collects the DDP traffic of SCTP packets.
+type sctpDecoder struct {
+	recs  []dumpRecord
+	conns map[string]int // association (its two ends, sorted) -> conn number, from 1
+	frags map[string][]byte
+	order int
+}
+
+func newSCTPDecoder() *sctpDecoder {
+	return &sctpDecoder{conns: map[string]int{}, frags: map[string][]byte{}}
+}
+
+// packet decodes one captured packet if it is SCTP.
+func (d *sctpDecoder) packet(p pcapfile.Packet) {
+	src, dst, sctp, ok := ipPayload(p.LinkType, p.Data, 132)
+	if !ok || len(sctp) < 12 {
+		return
+	}
+	sport := uint16(sctp[0])<<8 | uint16(sctp[1])
+	dport := uint16(sctp[2])<<8 | uint16(sctp[3])
+	from := fmt.Sprintf("%s:%d", src, sport)
+	to := fmt.Sprintf("%s:%d", dst, dport)
+	if strings.Contains(src, ":") {
+		from, to = fmt.Sprintf("[%s]:%d", src, sport), fmt.Sprintf("[%s]:%d", dst, dport)
+	}
+	key := from + " " + to
+	if to < from {
+		key = to + " " + from
+	}
+	chunks := sctp[12:]
+	for len(chunks) >= 4 {
+		typ, flags := chunks[0], chunks[1]
+		cl := int(chunks[2])<<8 | int(chunks[3])
+		if cl < 4 || cl > len(chunks) {
+			return
+		}
+		if typ == 0 && cl >= 16 { // DATA (RFC 4960 §3.3.1)
+			stream := uint16(chunks[8])<<8 | uint16(chunks[9])
+			ppid := sctpddp.PPID(uint32(chunks[12])<<24 | uint32(chunks[13])<<16 | uint32(chunks[14])<<8 | uint32(chunks[15]))
+			data := chunks[16:cl]
+			if ppid == sctpddp.PPIDSegment || ppid == sctpddp.PPIDSessionControl {
+				fk := fmt.Sprintf("%s>%s/%d", from, to, stream)
+				begin, end := flags&2 != 0, flags&1 != 0
+				switch {
+				case begin && end:
+					d.message(p.Time, key, from, to, stream, ppid, data)
+				case begin:
+					d.frags[fk] = append([]byte(nil), data...)
+				default:
+					if prev, ok := d.frags[fk]; ok {
+						prev = append(prev, data...)
+						if end {
+							delete(d.frags, fk)
+							d.message(p.Time, key, from, to, stream, ppid, prev)
+						} else {
+							d.frags[fk] = prev
+						}
+					}
+				}
+			}
+		}
+		chunks = chunks[min((cl+3)&^3, len(chunks)):]
+	}
+}
+
+func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, ppid sctpddp.PPID, msg []byte) {
+	c, ok := d.conns[key]
+	if !ok {
+		c = len(d.conns) + 1
+		d.conns[key] = c
+	}
+	d.order++
+	r := dumpRecord{Time: t, Conn: c, Transport: "sctp", Src: from, Dst: to, Len: len(msg), order: d.order}
+	st := stream
+	r.SCTPStream = &st
+	if ppid == sctpddp.PPIDSessionControl {
+		m, _, err := sctpddp.ParseSessionControl(msg)
+		if err != nil {
+			r.Kind, r.Note = "error", fmt.Sprintf("DDP Stream Session Control message unreadable: %v", err)
+			d.recs = append(d.recs, r)
+			return
+		}
+		ssn := uint16(m.SSN)
+		r.Kind, r.DDPSSN, r.Function = "session_control", &ssn, m.Function.String()
+		r.Note = fmt.Sprintf("%s on DDP stream %d", m.Function, stream)
+		if m.Function.Enhanced() && m.Function != sctpddp.FunctionTerminate {
+			r.Note += fmt.Sprintf(" (RFC 6581: IRD %d, ORD %d)", m.Enhanced.IRD, m.Enhanced.ORD)
+		}
+		r.Note += fmt.Sprintf(", %d bytes of private data.", len(m.PrivateData))
+		switch m.Function {
+		case sctpddp.FunctionInitiate, sctpddp.FunctionEnhancedInitiate:
+			r.Note += " The active side asks to start a DDP Stream Session."
+		case sctpddp.FunctionAccept, sctpddp.FunctionEnhancedAccept:
+			r.Note += " The passive side accepts: DDP Segments may flow."
+		case sctpddp.FunctionReject, sctpddp.FunctionEnhancedReject:
+			r.Note += " The passive side refuses the session."
+		case sctpddp.FunctionTerminate:
+			r.Note += " The session ends."
+		}
+		d.recs = append(d.recs, r)
+		return
+	}
+	sc, _, err := sctpddp.ParseSegmentChunk(msg)
+	if err != nil {
+		r.Kind, r.Note = "error", fmt.Sprintf("DDP Segment chunk unreadable: %v", err)
+		d.recs = append(d.recs, r)
+		return
+	}
+	ssn := uint16(sc.SSN)
+	r.Kind, r.DDPSSN = "segment", &ssn
+	describeSegment(&r, sc.Segment)
+	d.recs = append(d.recs, r)
+}
+
+// ipPayload returns the source and destination addresses and the payload
+// of an IPv4 or IPv6 packet of protocol proto inside a link-layer frame.
+func ipPayload(lt pcapfile.LinkType, b []byte, proto uint8) (string, string, []byte, bool) {
+	var ethType uint16
+	switch lt {
+	case pcapfile.LinkEthernet:
+		if len(b) < 14 {
+			return "", "", nil, false
+		}
+		ethType, b = uint16(b[12])<<8|uint16(b[13]), b[14:]
+		for (ethType == 0x8100 || ethType == 0x88a8) && len(b) >= 4 {
+			ethType, b = uint16(b[2])<<8|uint16(b[3]), b[4:]
+		}
+	case pcapfile.LinkSLL:
+		if len(b) < 16 {
+			return "", "", nil, false
+		}
+		ethType, b = uint16(b[14])<<8|uint16(b[15]), b[16:]
+	case pcapfile.LinkSLL2:
+		if len(b) < 20 {
+			return "", "", nil, false
+		}
+		ethType, b = uint16(b[0])<<8|uint16(b[1]), b[20:]
+	case pcapfile.LinkNull, pcapfile.LinkLoop:
+		if len(b) < 4 {
+			return "", "", nil, false
+		}
+		b = b[4:]
+	case pcapfile.LinkRaw, pcapfile.LinkIPv4, pcapfile.LinkIPv6:
+	default:
+		return "", "", nil, false
+	}
+	if ethType != 0 && ethType != 0x0800 && ethType != 0x86dd {
+		return "", "", nil, false
+	}
+	if len(b) < 1 {
+		return "", "", nil, false
+	}
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < 20 {
+			return "", "", nil, false
+		}
+		ihl := int(b[0]&0x0f) * 4
+		total := int(b[2])<<8 | int(b[3])
+		if ihl < 20 || total < ihl || total > len(b) || b[9] != proto {
+			return "", "", nil, false
+		}
+		if b[6]&0x20 != 0 || (int(b[6]&0x1f)<<8|int(b[7])) != 0 { // fragment
+			return "", "", nil, false
+		}
+		src := fmt.Sprintf("%d.%d.%d.%d", b[12], b[13], b[14], b[15])
+		dst := fmt.Sprintf("%d.%d.%d.%d", b[16], b[17], b[18], b[19])
+		return src, dst, b[ihl:total], true
+	case 6:
+		if len(b) < 40 {
+			return "", "", nil, false
+		}
+		pl := int(b[4])<<8 | int(b[5])
+		if 40+pl > len(b) || b[6] != proto {
+			return "", "", nil, false
+		}
+		src, dst := ipv6String(b[8:24]), ipv6String(b[24:40])
+		return src, dst, b[40 : 40+pl], true
+	}
+	return "", "", nil, false
+}
+
+func ipv6String(b []byte) string {
+	var a [16]byte
+	copy(a[:], b)
+	return netip.AddrFrom16(a).String()
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+// siwCapture is a real capture of a user-space client and Linux siw's
+// rping server; it lives outside the repository.
+func siwCapture(t *testing.T) string {
+	for _, p := range []string{
+		filepath.Join("..", "..", "..", "shared", "captures", "siw-rping-mpa-rev1.pcap"),
+		"/work/shared/captures/siw-rping-mpa-rev1.pcap",
+	} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("siw capture not available")
+	return ""
+}
+
+func dumpJSON(t *testing.T, file string) []map[string]any {
+	t.Helper()
+	stdout, stderr, code := runIwarp(t, "dump", "--json", file)
+	if code != 0 {
+		t.Fatalf("dump %s: exit %d: %s", file, code, stderr)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestDumpSiw(t *testing.T) {
+	file := siwCapture(t)
+	recs := dumpJSON(t, file)
+	var kinds, ops []string
+	for _, r := range recs {
+		kinds = append(kinds, r["kind"].(string))
+		if op, ok := r["op"].(string); ok {
+			ops = append(ops, op)
+		}
+		if r["kind"] == "fpdu" && r["crc"] != "off" {
+			t.Errorf("CRC %v in a capture without CRCs", r["crc"])
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "mpa_request,mpa_reply,fpdu,fpdu,fpdu,fpdu,fpdu" {
+		t.Errorf("kinds %s", got)
+	}
+	if got := strings.Join(ops, ","); got != "Send,Send,RDMA Read Request,Send,Send" {
+		t.Errorf("ops %s", got)
+	}
+	rr := recs[4]["read_request"].(map[string]any)
+	if rr["size"] != float64(64) {
+		t.Errorf("read request %v", rr)
+	}
+	stdout, _, code := runIwarp(t, "dump", file)
+	if code != 0 || !strings.Contains(stdout, "asks the peer for 64 bytes") || !strings.Contains(stdout, "MSN 4") {
+		t.Errorf("text dump:\n%s", stdout)
+	}
+}
+
+func TestDumpErrors(t *testing.T) {
+	dir := t.TempDir()
+	// Truncated.
+	data, err := os.ReadFile(siwCapture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trunc := filepath.Join(dir, "trunc.pcap")
+	os.WriteFile(trunc, data[:len(data)-7], 0o644)
+	_, stderr, code := runIwarp(t, "dump", trunc)
+	if code != 1 || !strings.Contains(stderr, "truncated") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("truncated: exit %d %q", code, stderr)
+	}
+	// Not a capture.
+	junk := filepath.Join(dir, "junk")
+	os.WriteFile(junk, []byte("hello, this is not a capture at all"), 0o644)
+	_, stderr, code = runIwarp(t, "dump", junk)
+	if code != 1 || !strings.Contains(stderr, "not a valid pcap") {
+		t.Errorf("junk: exit %d %q", code, stderr)
+	}
+	// A capture of plain TCP.
+	var buf bytes.Buffer
+	w, _ := pcapfile.NewWriter(&buf, pcapfile.LinkEthernet)
+	cw, _ := pcapfile.NewConnWriter(w, netip.MustParseAddrPort("10.0.0.1:1000"), netip.MustParseAddrPort("10.0.0.2:80"))
+	now := time.Now()
+	cw.Open(now)
+	cw.Write(now, true, []byte("GET / HTTP/1.0\r\n\r\n"))
+	cw.Close(now)
+	plain := filepath.Join(dir, "http.pcap")
+	os.WriteFile(plain, buf.Bytes(), 0o644)
+	_, stderr, code = runIwarp(t, "dump", plain)
+	if code != 1 || !strings.Contains(stderr, "no iWARP traffic") {
+		t.Errorf("plain TCP: exit %d %q", code, stderr)
+	}
+	// Usage.
+	if _, _, code = runIwarp(t, "dump"); code != 2 {
+		t.Errorf("no file: exit %d", code)
+	}
+	if _, stderr, code = runIwarp(t, "dump", "-h"); code != 0 || !strings.Contains(stderr, "Examples:") {
+		t.Errorf("-h: exit %d", code)
+	}
+	if _, _, code = runIwarp(t, "dump", filepath.Join(dir, "missing.pcap")); code != 1 {
+		t.Errorf("missing file: exit %d", code)
+	}
+}
+
+// exercise runs Writes, a Read, Sends and a Send with Invalidate against
+// a served region, then closes.
+func exercise(t *testing.T, s *server, link linkFlags) {
+	cl := dialServer(t, s.url, link)
+	s.next("connected")
+	data := bytes.Repeat([]byte{0x5a}, 5000)
+	src := cl.reg(data)
+	cl.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 5000}}, RemoteSTag: cl.stag, RemoteTO: cl.to + 2048})
+	sink := cl.reg(make([]byte, 3000))
+	cl.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 3000}, RemoteSTag: cl.stag, RemoteTO: cl.to})
+	cl.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 100}}})
+	for range 3 {
+		cl.wait(cl.scq)
+	}
+	s.next("recv")
+	cl.close()
+	s.next("closed")
+	s.stop()
+}
+
+func tsharkPath(t *testing.T) string {
+	p, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark not installed")
+	}
+	return p
+}
+
+var tsharkArgs = []string{"--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp", "--disable-protocol", "gsm_ipa"}
+
+func TestPcapTCP(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		link linkFlags
+	}{
+		{"crc", nil, linkFlags{}},
+		{"markers", []string{"--markers"}, linkFlags{markers: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "serve.pcap")
+			s := startServe(t, append([]string{"--listen", "tcp://127.0.0.1:0", "--mr-size", "16384", "--pcap", file}, tc.args...)...)
+			exercise(t, s, tc.link)
+			recs := dumpJSON(t, file)
+			ops := map[string]int{}
+			for _, r := range recs {
+				if r["kind"] == "error" {
+					t.Errorf("dump: %v", r["note"])
+				}
+				if r["kind"] == "fpdu" && r["crc"] != "good" {
+					t.Errorf("FPDU %v: crc %v", r["n"], r["crc"])
+				}
+				if op, ok := r["op"].(string); ok {
+					ops[op]++
+				}
+			}
+			// The advertisement and the client's Send; the Write in
+			// segments; the Read Request and its Response.
+			if ops["Send"] != 2 || ops["RDMA Write"] < 1 || ops["RDMA Read Request"] != 1 || ops["RDMA Read Response"] < 1 {
+				t.Errorf("operations in the capture: %v", ops)
+			}
+
+			if tc.link.markers {
+				// Wireshark's MPA dissector finds only the first FPDU
+				// of a TCP segment when Markers are on, and senders
+				// put several small FPDUs in one write: checked by
+				// iwarp dump above only.
+				return
+			}
+			tshark := tsharkPath(t)
+			out, err := exec.Command(tshark, append([]string{"-r", file, "-V"}, tsharkArgs...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("tshark: %v\n%s", err, out)
+			}
+			text := string(out)
+			if strings.Contains(text, "Bad CRC32") || strings.Contains(text, "Malformed") {
+				t.Errorf("tshark finds errors:\n%s", text)
+			}
+			if n := strings.Count(text, "CRC32: 0x"); n == 0 && !strings.Contains(text, "Good CRC32") {
+				t.Errorf("tshark shows no checked CRC")
+			}
+			if !strings.Contains(text, "Read Request") || !strings.Contains(text, "Send") {
+				t.Errorf("tshark does not dissect RDMAP:\n%.3000s", text)
+			}
+		})
+	}
+}
+
+func TestPcapSCTP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "serve.pcap")
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
+	exercise(t, s, linkFlags{})
+	recs := dumpJSON(t, file)
+	kinds, ops := map[string]int{}, map[string]int{}
+	for _, r := range recs {
+		kinds[r["kind"].(string)]++
+		if op, ok := r["op"].(string); ok {
+			ops[op]++
+		}
+	}
+	if kinds["error"] != 0 || kinds["session_control"] < 2 || ops["Send"] != 2 || ops["RDMA Write"] < 1 || ops["RDMA Read Request"] != 1 || ops["RDMA Read Response"] < 1 {
+		t.Errorf("kinds %v, operations %v", kinds, ops)
+	}
+	tshark := tsharkPath(t)
+	out, err := exec.Command(tshark, append([]string{"-r", file, "-T", "fields", "-e", "sctp.data_payload_proto_id"}, tsharkArgs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "16") || !strings.Contains(string(out), "17") {
+		t.Errorf("tshark finds no PPID 16 and 17:\n%s", out)
+	}
+}
+
+// A client's recording (the dialing side of tcp://) is a capture too.
+func TestPcapClientTCP(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096")
+	file := filepath.Join(t.TempDir(), "client.pcap")
+	rec, err := newRecorder(file, "tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := parseEndpoint(s.url)
+	cl := &client{t: t, dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
+	cl.pd = cl.dev.NewProtectionDomain()
+	cl.scq, cl.rcq = cl.dev.NewCompletionQueue(16), cl.dev.NewCompletionQueue(16)
+	cl.qp, _ = cl.pd.NewQueuePair(rdmap.QPConfig{SendCQ: cl.scq, RecvCQ: cl.rcq})
+	adv := cl.reg(make([]byte, 16))
+	cl.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 16}}})
+	cl.c, err = dial(t.Context(), ep, &linkFlags{}, rec, cl.qp, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.wait(cl.rcq)
+	s.next("connected")
+	cl.close()
+	s.next("closed")
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs := dumpJSON(t, file)
+	if len(recs) < 3 || recs[0]["kind"] != "mpa_request" || recs[1]["kind"] != "mpa_reply" {
+		t.Fatalf("client capture: %v", recs)
+	}
+	s.stop()
+}
