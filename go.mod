@@ -14,6 +14,7 @@ go 1.26
 // because v2 has an unfixed advisory (CVE-2026-26014).
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/pion/dtls/v3 v3.1.15
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.11.3

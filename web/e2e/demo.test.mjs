@@ -1,0 +1,176 @@
+// End-to-end test of "iwarp demo" in Debian's chromium, driven by
+// playwright-core. The demo must be running; its URL is the first
+// argument (or IWARP_DEMO_URL). Screenshots go to the folder in
+// IWARP_ARTIFACTS (default .artifacts/demo-e2e).
+//
+//	node demo.test.mjs http://127.0.0.1:8080/
+//
+// It connects a tab to the Go peer, does an RDMA Write, an RDMA Read and
+// a Send and checks the grids and completion queues, provokes a bad-STag
+// Write and checks the Terminate, then pairs two tabs browser to browser
+// and checks a Write between them. Exit status 0 means every check held.
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const url = process.argv[2] || process.env.IWARP_DEMO_URL;
+const out = process.env.IWARP_ARTIFACTS || ".artifacts/demo-e2e";
+const exe = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!url) {
+  console.error("usage: node demo.test.mjs URL");
+  process.exit(2);
+}
+mkdirSync(out, { recursive: true });
+
+const T = 15000;
+let failures = 0;
+function step(name) { console.log("--", name); }
+async function expectText(page, selector, want, what) {
+  try {
+    await page.waitForFunction(([s, w]) => {
+      const el = document.querySelector(s);
+      return el && el.textContent.includes(w);
+    }, [selector, want], { timeout: T });
+  } catch (e) {
+    const got = await page.evaluate((s) => document.querySelector(s)?.textContent ?? "(missing)", selector);
+    throw new Error(`${what}: ${selector} should contain ${JSON.stringify(want)}, has ${JSON.stringify(got.slice(0, 300))}`);
+  }
+}
+async function cells(page, side, name, from, n) {
+  return page.evaluate(([side, name, from, n]) => {
+    const r = document.querySelector(`#${side}-regions .region[data-name="${name}"]`);
+    if (!r) return null;
+    const c = r.querySelectorAll(".cell");
+    let s = "";
+    for (let i = from; i < from + n; i++) s += c[i].textContent;
+    return s;
+  }, [side, name, from, n]);
+}
+
+const browser = await chromium.launch({
+  executablePath: exe,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    // Host candidates as IP addresses, not mDNS names: the test machine
+    // has no multicast DNS, and both tabs run in this one browser.
+    "--disable-features=WebRtcHideLocalIpsWithMdns"],
+});
+const t0 = Date.now();
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await ctx.newPage();
+  page.on("console", (m) => { if (m.type() === "error" || process.env.IWARP_E2E_VERBOSE) console.log("page console:", m.text()); });
+  page.on("pageerror", (e) => console.log("page error:", e.message));
+
+  step("load the page; interactive within 2 s");
+  const loadStart = Date.now();
+  await page.goto(url);
+  await page.waitForFunction(() => !document.getElementById("connect-go").disabled, null, { timeout: T });
+  const loadMs = Date.now() - loadStart;
+  console.log(`   interactive after ${loadMs} ms`);
+  if (loadMs > 2000) throw new Error(`the page took ${loadMs} ms to become interactive (limit 2000)`);
+  await page.screenshot({ path: join(out, "01-loaded.png"), fullPage: true });
+
+  step("connect to the Go peer (keyboard)");
+  await page.selectOption("#mulpdu", "48");
+  await page.focus("#connect-go");
+  await page.keyboard.press("Enter");
+  await expectText(page, "#status", "Connected to the Go peer", "status");
+  await page.waitForSelector('#remote-regions .region[data-name="Go peer memory"]', { timeout: T });
+  await page.waitForSelector('#local-regions .region[data-name="Tab memory"]', { timeout: T });
+
+  step("RDMA Write 'Hello, iWARP!' at offset 5 of the Go peer's memory");
+  await page.fill("#w-data", "Hello, iWARP! Direct data placement, segment by segment.");
+  await page.fill("#w-off", "5");
+  await page.click("#do-write");
+  await expectText(page, "#local-cq", "RDMA_WRITE", "write completion");
+  await page.waitForFunction(() => {
+    const r = document.querySelector('#remote-regions .region[data-name="Go peer memory"] .textview');
+    return r && r.textContent.includes("Hello, iWARP! Direct data placement, segment by segment.");
+  }, null, { timeout: T });
+  const got = await cells(page, "remote", "Go peer memory", 5, 13);
+  if (got !== "Hello,␣iWARP!") throw new Error(`cells 5-17 of the Go peer's grid: ${JSON.stringify(got)}`);
+  const before = await cells(page, "remote", "Go peer memory", 0, 5);
+  if (before !== "·····") throw new Error(`cells 0-4 should be untouched, are ${JSON.stringify(before)}`);
+  const segs = await page.locator("#ladder li.out").count();
+  if (segs < 2) throw new Error(`a 57-octet Write with MULPDU 48 should take several segments, the ladder shows ${segs}`);
+  await page.screenshot({ path: join(out, "02-write.png"), fullPage: true });
+
+  step("select a segment: its header fields are shown");
+  await page.locator("#ladder li.out button").first().click();
+  await expectText(page, "#detail", "Tagged Offset (TO)", "segment detail");
+
+  step("RDMA Read 8 octets from offset 5 into the read sink");
+  await page.fill("#r-len", "8");
+  await page.fill("#r-off", "5");
+  await page.click("#do-read");
+  await expectText(page, "#local-cq", "RDMA_READ", "read completion");
+  await page.waitForFunction(() => {
+    const r = document.querySelector('#local-regions .region[data-name="Read sink"] .textview');
+    return r && r.textContent.includes("Hello, i");
+  }, null, { timeout: T });
+  const sink = await cells(page, "local", "Read sink", 0, 8);
+  if (sink !== "Hello,␣i") throw new Error(`read sink cells: ${JSON.stringify(sink)}`);
+
+  step("Send 'ping': it lands in the Go peer's first receive buffer");
+  await page.fill("#s-data", "ping");
+  await page.click("#do-send");
+  await expectText(page, "#local-cq", "SEND", "send completion");
+  await expectText(page, "#remote-cq", "RECV", "the Go peer's receive completion");
+  await page.waitForFunction(() => {
+    const r = document.querySelector("#remote-regions .region.recv.filled .textview");
+    return r && r.textContent.includes("ping");
+  }, null, { timeout: T });
+  await page.screenshot({ path: join(out, "03-read-send.png"), fullPage: true });
+
+  step("narrow window");
+  await page.setViewportSize({ width: 420, height: 800 });
+  await page.screenshot({ path: join(out, "04-narrow.png"), fullPage: false });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step("fault: Write to a bad STag gives a Terminate");
+  await page.click("#fault-stag");
+  await page.waitForSelector("#terminate:not([hidden])", { timeout: T });
+  await expectText(page, "#terminate", "Invalid Steering Tag", "terminate panel");
+  await expectText(page, "#terminate", "Layer", "terminate panel");
+  await expectText(page, "#status", "Terminated", "status");
+  await page.screenshot({ path: join(out, "05-terminate.png"), fullPage: true });
+
+  step("pair two tabs browser to browser and Write between them");
+  const a = page;
+  await a.click("#disconnect");
+  const b = await ctx.newPage();
+  b.on("pageerror", (e) => console.log("page b error:", e.message));
+  await b.goto(url);
+  await b.waitForFunction(() => !document.getElementById("connect-go").disabled, null, { timeout: T });
+  const bid = await b.evaluate(() => document.title.replace(/\D+/g, ""));
+  await a.waitForFunction((id) => [...document.querySelectorAll("#tabs option")].some((o) => o.value === id), bid, { timeout: T });
+  await a.selectOption("#tabs", bid);
+  await a.click("#connect-tab");
+  await expectText(a, "#status", "Connected to tab " + bid, "tab A status");
+  await expectText(b, "#status", "Connected to tab", "tab B status");
+  await a.waitForSelector('#remote-regions .region[data-name="Tab memory"]', { timeout: T });
+  await a.fill("#w-data", "tab to tab");
+  await a.fill("#w-off", "0");
+  await a.click("#do-write");
+  await expectText(a, "#local-cq", "RDMA_WRITE", "tab A write completion");
+  await b.waitForFunction(() => {
+    const r = document.querySelector('#local-regions .region[data-name="Tab memory"] .textview');
+    return r && r.textContent.includes("tab to tab");
+  }, null, { timeout: T });
+  const bcells = await cells(b, "local", "Tab memory", 0, 10);
+  if (bcells !== "tab␣to␣tab") throw new Error(`tab B's grid: ${JSON.stringify(bcells)}`);
+  await a.screenshot({ path: join(out, "06-tab-a.png"), fullPage: true });
+  await b.screenshot({ path: join(out, "07-tab-b.png"), fullPage: true });
+} catch (e) {
+  failures++;
+  console.error("FAIL:", e.message);
+  for (const [i, p] of browser.contexts().flatMap((c) => c.pages()).entries()) {
+    await p.screenshot({ path: join(out, `fail-${i}.png`), fullPage: true }).catch(() => {});
+  }
+} finally {
+  await browser.close();
+}
+console.log(failures ? "FAIL" : "PASS", `(${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in ${out})`);
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,654 @@
+// The demo page: draws both peers' memory, completion queues and the
+// segment ladder, and drives the browser peer (iwarp.wasm, globalThis
+// iwarpPeer) over an RTCDataChannel to the Go peer or to another tab.
+// Events from both peers are queued as they arrive and drawn once per
+// animation frame, so thousands of placements a second cost one redraw
+// per frame.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const hex = (n, w = 8) => "0x" + Number(n).toString(16).padStart(w, "0");
+const LADDER_MAX = 300;
+const CQ_MAX = 50;
+const HIT_MS = 1500;
+
+const S = {
+  ws: null, myId: 0, tabs: [],
+  pc: null, mode: null, remoteId: 0, connected: false, terminated: false,
+  wasmReady: false,
+  local: { regions: [], cq: [], el: "local" },
+  remote: { regions: [], cq: [], el: "remote" },
+  remoteQueue: [],       // batches from the remote peer, drawn next frame
+  relayQueue: [],        // this tab's events for a paired tab
+  relayRegions: null,
+  lastRelay: 0,
+  ladder: [], selected: null, seq: 0,
+  hits: new Map(),       // cell element -> expiry time
+};
+
+// ---------- log and status ----------
+
+function log(text, cls) {
+  const li = document.createElement("li");
+  li.textContent = new Date().toLocaleTimeString() + "  " + text;
+  if (cls) li.className = cls;
+  const ol = $("log");
+  ol.prepend(li);
+  while (ol.children.length > 100) ol.lastChild.remove();
+}
+
+function setStatus(kind, text) {
+  const el = $("status");
+  el.className = "status status-" + kind;
+  el.textContent = text;
+  const busy = kind === "connecting";
+  $("connect-go").disabled = busy || !S.wasmReady;
+  $("connect-tab").disabled = busy || !S.wasmReady || !$("tabs").value;
+  $("disconnect").disabled = !S.pc;
+}
+
+// ---------- signaling ----------
+
+function openSignaling() {
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+  const ws = new WebSocket(url);
+  S.ws = ws;
+  ws.onmessage = (e) => onSignal(JSON.parse(e.data));
+  ws.onclose = () => {
+    log("Signaling connection closed; reconnecting in 2 s", "err");
+    setTimeout(openSignaling, 2000);
+  };
+}
+
+function signal(m) {
+  if (S.ws && S.ws.readyState === WebSocket.OPEN) S.ws.send(JSON.stringify(m));
+}
+
+function onSignal(m) {
+  switch (m.type) {
+    case "welcome":
+      S.myId = m.id;
+      document.title = "iwarp demo (tab " + m.id + ")";
+      log("Signaling connected; this is tab " + m.id);
+      break;
+    case "peers":
+      S.tabs = (m.peers || []).filter((id) => id !== S.myId).sort((a, b) => a - b);
+      fillTabs();
+      break;
+    case "answer":
+      if (S.pc) S.pc.setRemoteDescription({ type: "answer", sdp: m.sdp })
+        .catch((e) => fail("the answer: " + e.message));
+      break;
+    case "offer": // another tab pairs with this one: answer, as the passive side
+      acceptTab(m).catch((e) => fail("pairing: " + e.message));
+      break;
+    case "relay":
+      if (m.from === S.remoteId && m.body) S.remoteQueue.push(m.body);
+      break;
+    case "go-state":
+    case "go-events":
+      if (S.mode === "go") S.remoteQueue.push({ events: m.events || [], regions: m.regions });
+      break;
+    case "go-log":
+      log(m.text);
+      break;
+    case "error":
+      log((m.op ? m.op + ": " : "") + m.text, "err");
+      break;
+  }
+}
+
+function fillTabs() {
+  const sel = $("tabs");
+  const v = sel.value;
+  sel.textContent = "";
+  if (S.tabs.length === 0) sel.append(new Option("(no other tab open)", ""));
+  for (const id of S.tabs) sel.append(new Option("tab " + id, String(id)));
+  if (S.tabs.includes(Number(v))) sel.value = v;
+  $("connect-tab").disabled = !S.wasmReady || !sel.value;
+}
+
+// ---------- connecting ----------
+
+function newPeerConnection(passive, mulpdu) {
+  hangup(false);
+  S.terminated = false;
+  $("terminate").hidden = true;
+  const pc = new RTCPeerConnection({ iceServers: [] });
+  S.pc = pc;
+  const dc = pc.createDataChannel("iwarp-ddp", {
+    negotiated: true, id: 1, protocol: "iwarp-ddp", ordered: !$("unordered").checked,
+  });
+  mulpdu = mulpdu || Number($("mulpdu").value);
+  const r = iwarpPeer.connect(dc, { mulpdu, passive }, (err) => {
+    if (err) return fail("the DDP Stream Session: " + err);
+    S.connected = true;
+    setupLocalMemory();
+    const who = S.mode === "go" ? "the Go peer" : "tab " + S.remoteId;
+    setStatus("ok", "Connected to " + who + " (MULPDU " + mulpdu + ", " +
+      ($("unordered").checked ? "unordered" : "ordered") + ")");
+    log("DDP Stream Session up with " + who);
+  });
+  if (r.error) throw new Error(r.error);
+  pc.onconnectionstatechange = () => {
+    if (pc !== S.pc) return;
+    if (pc.connectionState === "failed" || pc.connectionState === "closed") {
+      fail("the WebRTC connection " + pc.connectionState);
+    }
+  };
+  return { pc, mulpdu };
+}
+
+function iceGathered(pc) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, 3000);
+    pc.addEventListener("icegatheringstatechange", () => {
+      if (pc.iceGatheringState === "complete") { clearTimeout(t); resolve(); }
+    });
+  });
+}
+
+async function connectGo() {
+  resetViews("Go peer (pion/webrtc, native)");
+  S.mode = "go"; S.remoteId = 0;
+  setStatus("connecting", "Connecting to the Go peer…");
+  const { pc, mulpdu } = newPeerConnection(false);
+  await pc.setLocalDescription(await pc.createOffer());
+  await iceGathered(pc);
+  signal({ type: "offer", sdp: pc.localDescription.sdp, mulpdu });
+}
+
+async function connectTab() {
+  const to = Number($("tabs").value);
+  if (!to) return;
+  resetViews("tab " + to + " (browser peer)");
+  S.mode = "tab"; S.remoteId = to;
+  setStatus("connecting", "Pairing with tab " + to + "…");
+  const { pc } = newPeerConnection(false);
+  await pc.setLocalDescription(await pc.createOffer());
+  await iceGathered(pc);
+  signal({ type: "offer", to, sdp: pc.localDescription.sdp, mulpdu: Number($("mulpdu").value) });
+}
+
+async function acceptTab(m) {
+  if (!S.wasmReady) return;
+  resetViews("tab " + m.from + " (browser peer)");
+  S.mode = "tab"; S.remoteId = m.from;
+  setStatus("connecting", "Tab " + m.from + " is pairing with this tab…");
+  log("Tab " + m.from + " asked to pair; accepting");
+  const { pc } = newPeerConnection(true, m.mulpdu);
+  await pc.setRemoteDescription({ type: "offer", sdp: m.sdp });
+  await pc.setLocalDescription(await pc.createAnswer());
+  await iceGathered(pc);
+  signal({ type: "answer", to: m.from, sdp: pc.localDescription.sdp });
+}
+
+function hangup(tell) {
+  if (S.pc) {
+    if (tell && S.mode === "go") signal({ type: "hangup" });
+    iwarpPeer.close();
+    S.pc.close();
+    S.pc = null;
+  }
+  S.connected = false;
+}
+
+function fail(why) {
+  log("Error: " + why, "err");
+  if (!S.terminated) setStatus("err", "Error: " + why);
+}
+
+function resetViews(remoteName) {
+  S.local.regions = []; S.remote.regions = [];
+  S.local.cq = []; S.remote.cq = [];
+  S.remoteQueue = []; S.relayQueue = []; S.ladder = []; S.selected = null;
+  $("ladder").textContent = "";
+  $("local-cq").textContent = ""; $("remote-cq").textContent = "";
+  $("detail").innerHTML = '<p class="hint">No segment selected.</p>';
+  $("remote-sub").textContent = "(" + remoteName + ")";
+  drawRegions(S.local); drawRegions(S.remote);
+  fillStagSelects();
+}
+
+// The browser peer's memory: a region the peer may write and read, a
+// sink for RDMA Reads, and two receive buffers for Sends.
+function setupLocalMemory() {
+  check(iwarpPeer.register("Tab memory", 256, 0x2000, "rwl"), "register");
+  check(iwarpPeer.register("Read sink", 64, 0, "l"), "register");
+  check(iwarpPeer.postRecv(64), "post receive");
+  check(iwarpPeer.postRecv(64), "post receive");
+}
+
+function check(r, what) {
+  if (r && r.error) { log(what + ": " + r.error, "err"); return null; }
+  return r;
+}
+
+// ---------- drawing ----------
+
+function b64bytes(s) {
+  if (!s) return new Uint8Array(0);
+  const bin = atob(s);
+  const b = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+  return b;
+}
+
+function cellText(v) {
+  return v >= 0x21 && v <= 0x7e ? String.fromCharCode(v) : v === 0 ? "·" : v === 0x20 ? "␣" : v.toString(16).padStart(2, "0");
+}
+
+function accessWords(r) {
+  return r.access || "local read only";
+}
+
+// drawRegions rebuilds a peer's region list when the set changed and
+// otherwise updates the cells in place.
+function drawRegions(side) {
+  const box = $(side.el + "-regions");
+  const key = side.regions.map((r) => r.stag + ":" + r.len).join(",");
+  if (box.dataset.key !== key) {
+    box.dataset.key = key;
+    box.textContent = "";
+    if (side.regions.length === 0) {
+      const p = document.createElement("p");
+      p.className = "empty";
+      p.textContent = S.connected || side === S.remote ? "No regions." : "Connect to see this peer's memory.";
+      box.append(p);
+    }
+    for (const r of side.regions) box.append(regionElement(side, r));
+  }
+  for (const r of side.regions) updateRegion(side, r);
+}
+
+function regionElement(side, r) {
+  const div = document.createElement("div");
+  div.className = "region";
+  div.dataset.stag = r.stag;
+  div.dataset.name = r.name;
+  const h = document.createElement("h4");
+  div.append(h);
+  const meta = document.createElement("p");
+  meta.className = "meta";
+  div.append(meta);
+  const grid = document.createElement("div");
+  grid.className = "grid";
+  grid.setAttribute("role", "img");
+  for (let i = 0; i < r.len; i++) {
+    const c = document.createElement("span");
+    c.className = "cell";
+    c.dataset.off = i;
+    grid.append(c);
+  }
+  div.append(grid);
+  const text = document.createElement("p");
+  text.className = "textview";
+  div.append(text);
+  return div;
+}
+
+function updateRegion(side, r) {
+  const div = document.querySelector("#" + side.el + "-regions .region[data-stag='" + r.stag + "']");
+  if (!div) return;
+  const kind = r.recv ? "Receive buffer for MSN " + r.msn : r.name;
+  div.querySelector("h4").textContent = kind;
+  div.classList.toggle("invalid", !r.valid);
+  div.classList.toggle("recv", !!r.recv);
+  div.classList.toggle("filled", !!r.filled);
+  const state = !r.valid ? "INVALID (STag no longer usable)" : r.recv ? (r.filled ? "filled by a Send" : "posted, waiting for a Send") : "valid";
+  div.querySelector(".meta").textContent =
+    "STag " + hex(r.stag) + " · base TO " + hex(r.base, 4) + " · " + r.len + " octets · rights: " + accessWords(r) + " · " + state;
+  const data = b64bytes(r.data);
+  const cells = div.querySelector(".grid").children;
+  let txt = "";
+  for (let i = 0; i < cells.length; i++) {
+    const v = data[i] || 0;
+    const t = cellText(v);
+    if (cells[i].textContent !== t) cells[i].textContent = t;
+    cells[i].classList.toggle("set", v !== 0);
+    txt += v >= 0x20 && v <= 0x7e ? String.fromCharCode(v) : v === 0 ? "·" : "?";
+  }
+  div.querySelector(".grid").setAttribute("aria-label", "Contents of " + kind + ": " + txt.replace(/·+$/, "") || "empty");
+  div.querySelector(".textview").textContent = "As text: " + (txt.replace(/·+$/, "") || "(empty)");
+}
+
+function highlight(side, ev, now) {
+  if (!ev.region) return;
+  const div = document.querySelector("#" + side.el + "-regions .region[data-stag='" + ev.region + "']");
+  if (!div) return;
+  const cells = div.querySelector(".grid").children;
+  for (let i = ev.offset; i < ev.offset + ev.len && i < cells.length; i++) {
+    cells[i].classList.add("hit", "placed");
+    S.hits.set(cells[i], now + HIT_MS);
+  }
+  const where = ev.tagged ? "STag " + hex(ev.stag) + " TO " + hex(ev.to, 4) : "MSN " + ev.msn + " MO " + ev.mo;
+  div.querySelector(".meta").dataset.last = "last placed: " + ev.len + " octets at offset " + ev.offset + " (" + where + ", segment #" + ev.seq + ")";
+  div.setAttribute("data-last", div.querySelector(".meta").dataset.last);
+}
+
+function addCQ(side, ev) {
+  const ol = $(side.el + "-cq");
+  const li = document.createElement("li");
+  const ok = ev.status === "SUCCESS" || ev.status === "success";
+  li.className = ok ? "ok" : "bad";
+  li.textContent = (ok ? "✔ " : "✘ ") + ev.op + " · WR " + ev.wrid + " · " + ev.status + " · " + ev.len + " octets";
+  ol.prepend(li);
+  while (ol.children.length > CQ_MAX) ol.lastChild.remove();
+}
+
+function ladderRow(side, ev) {
+  const li = document.createElement("li");
+  const b = document.createElement("button");
+  b.type = "button";
+  const out = side === S.local;
+  li.className = (out ? "out" : "in") + (ev.kind === "terminate" ? " term" : "") + (ev.tagged ? " tagged" : " untagged");
+  let text;
+  if (ev.kind === "terminate") {
+    text = (out ? "→ " : "← ") + "TERMINATE " + (ev.typeName || "") + " / " + (ev.codeName || "");
+  } else {
+    const fields = ev.tagged ? "STag " + hex(ev.stag) + " TO " + hex(ev.to, 4)
+      : "QN " + ev.qn + " MSN " + ev.msn + " MO " + ev.mo;
+    text = (out ? "→ " : "← ") + "#" + ev.seq + " " + ev.op + " · " + (ev.tagged ? "tagged" : "untagged") + " · " + fields + " · " + ev.len + " B" + (ev.last ? " · L" : "");
+  }
+  b.textContent = text;
+  b.setAttribute("aria-label", (out ? "sent by this tab: " : "sent by the remote peer: ") + text.slice(2));
+  const entry = { side: out ? "this tab" : "remote peer", ev };
+  b.addEventListener("click", () => select(entry, b));
+  li.append(b);
+  return li;
+}
+
+function select(entry, btn) {
+  document.querySelectorAll("#ladder button[aria-pressed='true']").forEach((x) => x.setAttribute("aria-pressed", "false"));
+  btn.setAttribute("aria-pressed", "true");
+  const e = entry.ev;
+  const rows = [["Sent by", entry.side], ["Kind", e.kind], ["RDMAP opcode", e.op || "–"],
+    ["DDP-SSN (seq)", e.seq], ["Tagged (T)", e.tagged ? "1 (tagged buffer model)" : "0 (untagged buffer model)"], ["Last (L)", e.last ? "1" : "0"]];
+  if (e.tagged) rows.push(["STag", hex(e.stag)], ["Tagged Offset (TO)", hex(e.to, 4)]);
+  else rows.push(["Queue Number (QN)", e.qn + (e.qn === 0 ? " (Send)" : e.qn === 1 ? " (Read Request)" : " (Terminate)")], ["MSN", e.msn], ["Message Offset (MO)", e.mo]);
+  rows.push(["Payload length", e.len + " octets"]);
+  if (e.kind === "terminate") rows.push(["Layer", e.layerName], ["Error type", e.typeName], ["Error code", e.codeName]);
+  const dl = document.createElement("dl");
+  for (const [k, v] of rows) {
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = String(v);
+    dl.append(dt, dd);
+  }
+  const box = $("detail");
+  box.textContent = "";
+  const h = document.createElement("h3");
+  h.textContent = "Selected segment";
+  box.append(h, dl);
+}
+
+function showTerminate(side, ev) {
+  if (S.terminated) return;
+  S.terminated = true;
+  const who = side === S.local ? "This tab" : "The remote peer";
+  const dir = ev.remote ? "received a Terminate from its peer" : "detected the error and sent a Terminate";
+  const box = $("terminate");
+  box.hidden = false;
+  box.innerHTML = "";
+  const h = document.createElement("h2");
+  h.textContent = "Stream terminated";
+  const p = document.createElement("p");
+  p.textContent = who + " " + dir + ".";
+  const dl = document.createElement("dl");
+  for (const [k, v] of [["Layer", ev.layerName + " (" + (ev.layer || 0) + ")"],
+    ["Error type", ev.typeName + " (0x" + (ev.etype || 0).toString(16) + ")"],
+    ["Error code", ev.codeName + " (0x" + (ev.code || 0).toString(16).padStart(2, "0") + ")"]]) {
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  const q = document.createElement("p");
+  q.textContent = "Placement has stopped and outstanding work completes with a flush error. Connect again to start a new stream.";
+  box.append(h, p, dl, q);
+  setStatus("err", "Terminated: " + ev.typeName + " / " + ev.codeName);
+  log("Terminate: " + ev.error, "err");
+}
+
+function applyEvents(side, events, now, frag) {
+  for (const ev of events) {
+    switch (ev.kind) {
+      case "segment-sent":
+        frag.push(ladderRow(side, ev));
+        break;
+      case "segment-placed":
+        highlight(side, ev, now);
+        break;
+      case "completion":
+        addCQ(side, ev);
+        if (side === S.local && ev.op === "RECV" && ev.status === "SUCCESS") noteAdvert();
+        break;
+      case "terminate":
+        frag.push(ladderRow(side, ev));
+        showTerminate(side, ev);
+        break;
+    }
+  }
+}
+
+// noteAdvert reads an STag advertisement that arrived in a receive buffer.
+function noteAdvert() {
+  for (const r of S.local.regions) {
+    if (!r.recv) continue;
+    const t = new TextDecoder().decode(b64bytes(r.data)).replace(/\0+$/, "");
+    const m = /^STag 0x([0-9a-f]+) TO 0x([0-9a-f]+) len (\d+)/.exec(t);
+    if (m && !r.noted) { r.noted = true; log("The peer advertised " + m[0]); }
+  }
+}
+
+function frame(now) {
+  requestAnimationFrame(frame);
+  const rows = [];
+  if (S.wasmReady) {
+    const d = JSON.parse(iwarpPeer.drain());
+    if (d.regions) { S.local.regions = d.regions; drawRegions(S.local); fillStagSelects(); }
+    applyEvents(S.local, d.events || [], now, rows);
+    if (d.dropped) log(d.dropped + " events were not drawn (too many at once)");
+    if (S.mode === "tab" && S.connected) {
+      const keep = d.events.filter((e) => e.kind !== "message-delivered" && e.kind !== "state");
+      S.relayQueue.push(...keep);
+      if (d.regions) S.relayRegions = d.regions;
+      if ((S.relayQueue.length || S.relayRegions) && now - S.lastRelay > 50) {
+        signal({ type: "relay", to: S.remoteId, body: { events: S.relayQueue, regions: S.relayRegions } });
+        S.relayQueue = []; S.relayRegions = null; S.lastRelay = now;
+      }
+    }
+  }
+  const q = S.remoteQueue;
+  S.remoteQueue = [];
+  for (const b of q) {
+    if (b.regions) { S.remote.regions = b.regions; drawRegions(S.remote); fillStagSelects(); }
+    applyEvents(S.remote, b.events || [], now, rows);
+  }
+  if (rows.length) {
+    const ol = $("ladder");
+    for (const li of rows) ol.append(li);
+    while (ol.children.length > LADDER_MAX) ol.firstChild.remove();
+    ol.scrollTop = ol.scrollHeight;
+  }
+  for (const [cell, t] of S.hits) {
+    if (t <= now) { cell.classList.remove("hit"); S.hits.delete(cell); }
+  }
+}
+
+function fillStagSelects() {
+  const fill = (sel, regions, withNone) => {
+    const v = sel.value;
+    sel.textContent = "";
+    if (withNone) sel.append(new Option("(none)", ""));
+    for (const r of regions) {
+      sel.append(new Option(hex(r.stag) + " " + (r.recv ? "recv MSN " + r.msn : r.name) + (r.valid ? "" : " (invalid)"), String(r.stag)));
+    }
+    if ([...sel.options].some((o) => o.value === v)) sel.value = v;
+  };
+  const remoteMem = S.remote.regions.filter((r) => !r.recv);
+  for (const id of ["w-stag", "r-stag", "go-stag"]) fill($(id), remoteMem, false);
+  fill($("s-inv"), remoteMem, true);
+  const sinks = S.local.regions.filter((r) => !r.recv && r.access.includes("local write"));
+  sinks.sort((a, b) => (b.name === "Read sink") - (a.name === "Read sink"));
+  fill($("r-sink"), sinks, false);
+  fill($("m-stag"), S.local.regions.filter((r) => !r.recv), false);
+  $("f-go").disabled = S.mode !== "go";
+}
+
+// ---------- actions ----------
+
+function parseData(s, mode) {
+  if (mode === "hex") {
+    const parts = s.replace(/0x/gi, "").split(/[^0-9a-f]+/i).filter(Boolean);
+    const out = [];
+    for (const p of parts) for (let i = 0; i < p.length; i += 2) out.push(parseInt(p.slice(i, i + 2), 16));
+    return new Uint8Array(out);
+  }
+  return new TextEncoder().encode(s);
+}
+
+function remoteRegion(stag) {
+  return S.remote.regions.find((r) => r.stag === Number(stag));
+}
+
+function needConn() {
+  if (!S.connected) { log("Connect first.", "err"); return false; }
+  return true;
+}
+
+function doWrite(data, stag, to) {
+  if (!needConn()) return;
+  const r = check(iwarpPeer.write(data, stag, to), "RDMA Write");
+  if (r) log("RDMA Write WR " + r.wrid + ": " + data.length + " octets to STag " + hex(stag) + " TO " + hex(to, 4));
+}
+
+function actWrite() {
+  const reg = remoteRegion($("w-stag").value);
+  if (!reg) return log("No remote region to write to.", "err");
+  doWrite(parseData($("w-data").value, $("w-mode").value), reg.stag, reg.base + Number($("w-off").value));
+}
+
+function actRead() {
+  if (!needConn()) return;
+  const reg = remoteRegion($("r-stag").value);
+  const sink = Number($("r-sink").value);
+  if (!reg || !sink) return log("Choose a remote region and a local sink.", "err");
+  const n = Number($("r-len").value);
+  const r = check(iwarpPeer.read(n, reg.stag, reg.base + Number($("r-off").value), sink, 0), "RDMA Read");
+  if (r) log("RDMA Read WR " + r.wrid + ": " + n + " octets from STag " + hex(reg.stag));
+}
+
+function doSend(data, solicited, inv) {
+  if (!needConn()) return;
+  const r = check(iwarpPeer.send(data, solicited, inv), "Send");
+  if (r) log("Send WR " + r.wrid + ": " + data.length + " octets" + (solicited ? ", solicited" : "") + (inv ? ", invalidating " + hex(inv) : ""));
+}
+
+function actSend() {
+  const v = $("s-variant").value;
+  const inv = v.includes("inv") ? Number($("s-inv").value || 0) : 0;
+  if (v.includes("inv") && !inv) return log("Choose the remote STag to invalidate.", "err");
+  doSend(new TextEncoder().encode($("s-data").value), v.startsWith("se"), inv);
+}
+
+function actRegister() {
+  if (!needConn()) return;
+  const access = ($("m-rr").checked ? "r" : "") + ($("m-rw").checked ? "w" : "") + ($("m-lw").checked ? "l" : "");
+  const r = check(iwarpPeer.register("Tab region", Number($("m-len").value), Number($("m-base").value), access), "register");
+  if (r) log("Registered STag " + hex(r.stag));
+}
+
+function localStag() {
+  const v = Number($("m-stag").value);
+  if (!v) log("Choose one of this tab's regions.", "err");
+  return v;
+}
+
+function actAdvertise() {
+  const stag = localStag();
+  const reg = S.local.regions.find((r) => r.stag === stag);
+  if (!reg) return;
+  doSend(new TextEncoder().encode("STag " + hex(reg.stag) + " TO " + hex(reg.base, 4) + " len " + reg.len), false, 0);
+}
+
+function goCmd(op, extra) {
+  if (S.mode !== "go" || !S.connected) return log("Connect to the Go peer first.", "err");
+  signal(Object.assign({ type: "go", op }, extra || {}));
+}
+
+function firstRemote() {
+  const r = S.remote.regions.find((x) => !x.recv && x.valid);
+  if (!r) log("The remote peer has no valid region.", "err");
+  return r;
+}
+
+const faults = {
+  "fault-stag": () => {
+    let stag = 0x00dead01;
+    while (S.remote.regions.some((r) => r.stag === stag)) stag += 0x100;
+    log("Fault: RDMA Write to STag " + hex(stag) + ", which the peer never registered");
+    doWrite(new TextEncoder().encode("bad STag"), stag, 0);
+  },
+  "fault-bounds": () => {
+    const r = firstRemote(); if (!r) return;
+    log("Fault: 16 octets at TO " + hex(r.base + r.len - 4, 4) + ", past the end of STag " + hex(r.stag));
+    doWrite(new TextEncoder().encode("out of bounds!!!"), r.stag, r.base + r.len - 4);
+  },
+  "fault-key": () => {
+    const r = firstRemote(); if (!r) return;
+    const stale = ((r.stag & ~0xff) | ((r.stag + 1) & 0xff)) >>> 0;
+    log("Fault: RDMA Write with STag " + hex(stale) + ": the right index, a stale key");
+    doWrite(new TextEncoder().encode("stale key"), stale, r.base);
+  },
+  "fault-recv": () => {
+    const free = S.remote.regions.filter((r) => r.recv && !r.filled).length;
+    log("Fault: " + (free + 1) + " Sends for " + free + " posted receive buffers");
+    for (let i = 0; i <= free; i++) doSend(new TextEncoder().encode("send #" + (i + 1)), false, 0);
+  },
+};
+
+// ---------- start ----------
+
+function wire() {
+  const on = (id, f) => $(id).addEventListener("click", () => {
+    try { const p = f(); if (p && p.catch) p.catch((e) => fail(e.message)); } catch (e) { fail(e.message); }
+  });
+  on("connect-go", connectGo);
+  on("connect-tab", connectTab);
+  on("disconnect", () => { hangup(true); setStatus("idle", "Disconnected"); });
+  on("do-write", actWrite);
+  on("do-read", actRead);
+  on("do-send", actSend);
+  on("do-register", actRegister);
+  on("do-recv", () => { if (needConn()) check(iwarpPeer.postRecv(64), "post receive"); });
+  on("do-advertise", actAdvertise);
+  on("do-invalidate", () => { const s = localStag(); if (s) check(iwarpPeer.invalidate(s), "invalidate"); });
+  on("do-deregister", () => { const s = localStag(); if (s) check(iwarpPeer.deregister(s), "deregister"); });
+  on("go-register", () => goCmd("register", { len: 64, base: 0x4000, access: "rw" }));
+  on("go-recv", () => goCmd("post-recv", { len: 64 }));
+  on("go-invalidate", () => goCmd("invalidate", { stag: Number($("go-stag").value) }));
+  on("go-deregister", () => goCmd("deregister", { stag: Number($("go-stag").value) }));
+  for (const id of Object.keys(faults)) on(id, faults[id]);
+  $("tabs").addEventListener("change", () => { $("connect-tab").disabled = !S.wasmReady || !$("tabs").value; });
+  const ex = $("explain");
+  if (localStorage.getItem("iwarp-explained")) ex.open = false;
+  ex.addEventListener("toggle", () => { if (!ex.open) localStorage.setItem("iwarp-explained", "1"); });
+}
+
+async function loadWasm() {
+  const go = new Go();
+  const ready = new Promise((resolve) => { window.iwarpReady = resolve; });
+  const { instance } = await WebAssembly.instantiateStreaming(fetch("iwarp.wasm"), go.importObject);
+  go.run(instance);
+  await ready;
+  S.wasmReady = true;
+  setStatus("idle", "Not connected: press “Connect to the Go peer”");
+  log("Browser peer loaded (Go compiled to WebAssembly)");
+}
+
+wire();
+fillStagSelects();
+setStatus("connecting", "Loading the browser peer…");
+openSignaling();
+loadWasm().catch((e) => fail("loading iwarp.wasm: " + e.message));
+requestAnimationFrame(frame);
