@@ -197,7 +197,8 @@ type pending struct {
 // listener accepts connections of either transport.
 type listener struct {
 	addr        net.Addr
-	fingerprint string // sctp:// with certificates
+	fingerprint string          // sctp:// with certificates
+	sctpConfig  *sctpddp.Config // sctp://: the configuration it listens with
 	accepts     chan *pending
 	closeFn     func()
 	done        chan struct{}
@@ -265,7 +266,7 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 	if err != nil {
 		return nil, err
 	}
-	l.addr, l.fingerprint = sl.Addr(), fp
+	l.addr, l.fingerprint, l.sctpConfig = sl.Addr(), fp, cfg
 	actx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	assocs := map[*sctpddp.Association]bool{}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startPerf runs "iwarp perf --listen" and returns its URL and, for
+// sctp://, its fingerprint.
+func startPerf(t *testing.T, url string, args ...string) (string, string) {
+	t.Helper()
+	cmd := exec.Command(iwarpBin, append([]string{"perf", "--listen", url}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("perf server exited with %v: %s", err, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Error("perf server did not stop on SIGINT")
+		}
+	})
+	var u, fp string
+	timeout := time.After(10 * time.Second)
+	for u == "" || (strings.HasPrefix(url, "sctp") && !strings.Contains(strings.Join(args, " "), "--psk") && fp == "") {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("perf server ended: %s", stderr.String())
+			}
+			if s, ok := strings.CutPrefix(l, "listening on "); ok {
+				u = s
+			}
+			if s, ok := strings.CutPrefix(l, "fingerprint sha-256 "); ok {
+				fp = s
+			}
+		case <-timeout:
+			t.Fatal("perf server printed no address")
+		}
+	}
+	return u, fp
+}
+
+func perfJSON(t *testing.T, args ...string) perfResult {
+	t.Helper()
+	stdout, stderr, code := runIwarp(t, append([]string{"perf", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("perf %v: exit %d: %s", args, code, stderr)
+	}
+	var r perfResult
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("perf %v: not one JSON object: %q", args, stdout)
+	}
+	return r
+}
+
+func TestPerfTCP(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0")
+	for _, op := range []string{"write", "read", "send"} {
+		r := perfJSON(t, "--connect", url, "--op", op, "--size", "4096", "--iters", "200")
+		if r.Op != op || r.Test != "bw" || len(r.Results) != 1 {
+			t.Fatalf("%s: %+v", op, r)
+		}
+		st := r.Results[0]
+		if st.Bytes != 4096 || st.Iterations != 200 || st.BWAvg <= 0 || st.BWPeak < st.BWAvg || st.MsgRate <= 0 || st.Lat != nil {
+			t.Errorf("%s bw: %+v", op, st)
+		}
+		r = perfJSON(t, "--connect", url, "--op", op, "--lat", "--iters", "50")
+		st = r.Results[0]
+		if r.Test != "lat" || st.Bytes != 2 || st.Iterations != 50 || st.Lat == nil || st.Lat.Min <= 0 || st.Lat.Min > st.Lat.Typical || st.Lat.Typical > st.Lat.Max || st.Lat.P99 > st.Lat.Max {
+			t.Errorf("%s lat: %+v %+v", op, st, st.Lat)
+		}
+	}
+	// Text output: perftest's columns.
+	stdout, stderr, code := runIwarp(t, "perf", "--connect", url, "--op", "write", "--size", "1024", "--iters", "100")
+	if code != 0 || !strings.Contains(stdout, "#bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]") || !strings.Contains(stdout, " 1024 ") {
+		t.Errorf("text output (exit %d, %s):\n%s", code, stderr, stdout)
+	}
+	if strings.Contains(stdout, "\r") {
+		t.Error("progress shown although stdout is not a terminal")
+	}
+	stdout, _, code = runIwarp(t, "perf", "--connect", url, "--op", "send", "--lat", "--iters", "20")
+	if code != 0 || !strings.Contains(stdout, "t_typical[usec]") || !strings.Contains(stdout, "99.9% percentile[usec]") {
+		t.Errorf("latency text output:\n%s", stdout)
+	}
+}
+
+func TestPerfAll(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0")
+	r := perfJSON(t, "--connect", url, "--op", "send", "--all", "--iters", "5")
+	if len(r.Results) != 20 || r.Results[0].Bytes != 2 || r.Results[19].Bytes != 1<<20 {
+		t.Errorf("--all send: %d sizes", len(r.Results))
+	}
+}
+
+func TestPerfCompareRawTCP(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0")
+	for _, op := range []string{"write", "read"} {
+		r := perfJSON(t, "--connect", url, "--op", op, "--size", "65536", "--iters", "100", "--compare-raw")
+		st := r.Results[0]
+		if st.Raw == nil || st.Ratio == nil || st.Raw.Bytes != 65536*100 || !st.Raw.CRC32c || st.Raw.BWAvg <= 0 || *st.Ratio <= 0 {
+			t.Fatalf("%s: %+v %+v", op, st, st.Raw)
+		}
+		t.Logf("%s: iWARP %.0f MB/s, raw TCP with CRC32c %.0f MB/s, ratio %.2f", op, st.BWAvg, st.Raw.BWAvg, *st.Ratio)
+	}
+}
+
+func TestPerfSCTP(t *testing.T) {
+	url, fp := startPerf(t, "sctp://127.0.0.1:0")
+	r := perfJSON(t, "--connect", url, "--fingerprint", fp, "--op", "write", "--size", "65536", "--iters", "50", "--compare-raw")
+	st := r.Results[0]
+	if r.Transport != "sctp" || st.Iterations != 50 || st.Raw == nil || st.Ratio == nil || st.Raw.Transport != "sctp" {
+		t.Fatalf("%+v", r)
+	}
+	t.Logf("write: DDP/SCTP %.0f MB/s, raw SCTP %.0f MB/s, ratio %.2f", st.BWAvg, st.Raw.BWAvg, *st.Ratio)
+	r = perfJSON(t, "--connect", url, "--fingerprint", fp, "--op", "read", "--lat", "--iters", "20")
+	if r.Results[0].Lat == nil {
+		t.Fatalf("%+v", r)
+	}
+	// A wrong fingerprint fails in one line.
+	bad := "00" + fp[2:]
+	_, stderr, code := runIwarp(t, "perf", "--connect", url, "--fingerprint", bad, "--op", "write", "--iters", "1")
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("wrong fingerprint: exit %d, %q", code, stderr)
+	}
+}
+
+func TestPerfPSKAndPcap(t *testing.T) {
+	url, _ := startPerf(t, "sctp://127.0.0.1:0", "--psk", "k")
+	file := filepath.Join(t.TempDir(), "perf.pcap")
+	perfJSON(t, "--connect", url, "--psk", "k", "--op", "send", "--size", "3000", "--iters", "10", "--pcap", file)
+	recs := dumpJSON(t, file)
+	sends := 0
+	for _, r := range recs {
+		if r["op"] == "Send" && r["payload_len"] == float64(3000) {
+			sends++
+		}
+	}
+	if sends != 10 {
+		t.Errorf("%d Sends of 3000 bytes in the client's capture, want 10", sends)
+	}
+}
+
+func TestPerfUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"perf"},
+		{"perf", "--connect", "tcp://127.0.0.1:1"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "atomic"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--size", "8", "--all"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--iters", "8", "--duration", "1s"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--lat", "--compare-raw"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--op", "write"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--connect", "tcp://127.0.0.1:1"},
+	} {
+		_, stderr, code := runIwarp(t, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	_, stderr, code := runIwarp(t, "perf", "-h")
+	if code != 0 || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, `"ratio"`) {
+		t.Errorf("perf -h: exit %d", code)
+	}
+	// Nobody listening: a failure, exit 1, one line.
+	_, stderr, code = runIwarp(t, "perf", "--connect", "tcp://127.0.0.1:1", "--op", "write")
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("refused: exit %d, %q", code, stderr)
+	}
+}

@@ -1,0 +1,540 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+)
+
+// perfRun is the client's side of one connection.
+type perfRun struct {
+	o       *perfOptions
+	ep      endpoint
+	qp      *rdmap.QueuePair
+	cq      *rdmap.CompletionQueue
+	c       *conn
+	pd      *rdmap.ProtectionDomain
+	ctl     *rdmap.MemoryRegion
+	data    *rdmap.MemoryRegion // source of Writes and Sends, sink of Reads
+	bufs    *recvBuffers
+	credits int // Sends the server has buffers for
+	window  int // credits the server returns at a time
+	// serverBufs is how many receive buffers the server posts.
+	serverBufs int
+	remote     perfCtl
+	ctlID      uint64
+	progress   *progress
+	stderr     io.Writer
+}
+
+// WRIDs: data operations count up from 1; control Sends have bit 62.
+const ctlWRID = 1 << 62
+
+func perfClient(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
+	var rec *recorder
+	if o.link.pcap != "" {
+		var err error
+		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+			return err
+		}
+	}
+	err := perfClientRun(ctx, ep, o, rec, stdout, stderr)
+	if cerr := rec.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, rec *recorder, stdout, stderr io.Writer) error {
+	sizes := o.sizes()
+	maxSize := sizes[len(sizes)-1]
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	r := &perfRun{o: o, ep: ep, pd: dev.NewProtectionDomain(), cq: dev.NewCompletionQueue(8192), progress: newProgress(stdout), stderr: stderr}
+	var err error
+	r.qp, err = r.pd.NewQueuePair(rdmap.QPConfig{SendCQ: r.cq, RecvCQ: r.cq, IRD: 16, ORD: 16, SendDepth: o.depth + 64, RecvDepth: 1024})
+	if err != nil {
+		return err
+	}
+	if r.ctl, err = r.pd.RegisterMemory(make([]byte, ctlLen), 0, 0); err != nil {
+		return err
+	}
+	if r.data, err = r.pd.RegisterMemory(make([]byte, maxSize), 0, rdmap.RemoteWrite|rdmap.LocalWrite); err != nil {
+		return err
+	}
+	fillPattern(r.data.Bytes())
+	// Receive buffers: control messages, and the echoes of a Send ping-pong.
+	bufSize := ctlLen
+	if o.op == "send" && o.lat {
+		bufSize = max(bufSize, maxSize)
+	}
+	if r.bufs, err = newRecvBuffers(r.pd, r.qp, 32, bufSize, 1<<32); err != nil {
+		return err
+	}
+	// The server's receive buffers for data Sends: about 32 MiB.
+	serverBufs := 8
+	if o.op == "send" && !o.lat {
+		serverBufs = max(4, min(256, (32<<20)/max(maxSize, ctlLen)))
+	}
+	r.serverBufs = serverBufs
+	r.c, err = dial(ctx, ep, &o.link, rec, r.qp, stderr)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r.qp.Close(closeCtx)
+		cancel()
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r.c.close(closeCtx)
+		cancel()
+	}()
+	if err := r.sendCtl(perfCtl{typ: ctlHello, size: uint32(maxSize), n: uint32(serverBufs), stag: r.data.STag(), to: 0}); err != nil {
+		return err
+	}
+	if r.remote, err = r.waitCtl(ctx, ctlAdvert); err != nil {
+		return err
+	}
+	r.window = int(r.remote.n)
+
+	res := perfResult{Transport: ep.scheme, URL: ep.String(), Op: o.op, Test: "bw"}
+	if o.lat {
+		res.Test = "lat"
+	}
+	if !o.json {
+		r.printHeader(stdout)
+	}
+	for _, size := range sizes {
+		var st perfStats
+		if o.lat {
+			st, err = r.latTest(ctx, size)
+		} else {
+			st, err = r.bwTest(ctx, size)
+		}
+		r.progress.end()
+		if err != nil {
+			return err
+		}
+		if o.compareRaw {
+			raw, err := r.rawTest(ctx, size, st.Iterations)
+			if err != nil {
+				return fmt.Errorf("--compare-raw: %v", err)
+			}
+			st.Raw = raw
+			ratio := 0.0
+			if raw.BWAvg > 0 {
+				ratio = st.BWAvg / raw.BWAvg
+			}
+			st.Ratio = &ratio
+		}
+		res.Results = append(res.Results, st)
+		if !o.json {
+			r.printLine(stdout, &st)
+		}
+	}
+	if o.json {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		stdout.Write(append(b, '\n'))
+	} else {
+		fmt.Fprintln(stdout, strings.Repeat("-", 87))
+	}
+	return nil
+}
+
+type perfResult struct {
+	Transport string      `json:"transport"`
+	URL       string      `json:"url"`
+	Op        string      `json:"op"`
+	Test      string      `json:"test"`
+	Results   []perfStats `json:"results"`
+}
+
+var opTitles = map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send"}
+
+func (r *perfRun) printHeader(w io.Writer) {
+	kind := "BW"
+	if r.o.lat {
+		kind = "Latency"
+	}
+	fmt.Fprintln(w, strings.Repeat("-", 87))
+	fmt.Fprintf(w, "                    %s %s Test (iwarp %s)\n", opTitles[r.o.op], kind, r.ep)
+	fmt.Fprintf(w, " %s\n", r.c.info)
+	fmt.Fprintln(w, strings.Repeat("-", 87))
+	if r.o.lat {
+		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+		return
+	}
+	h := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+	if r.o.compareRaw {
+		h += "   raw BW[MB/sec]   ratio"
+	}
+	fmt.Fprintln(w, h)
+}
+
+func (r *perfRun) printLine(w io.Writer, st *perfStats) {
+	if l := st.Lat; l != nil {
+		fmt.Fprintf(w, " %-7d %-10d %-7.2f        %-7.2f        %-7.2f          %-7.2f        %-7.2f          %-7.2f                %-7.2f\n",
+			st.Bytes, st.Iterations, l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999)
+		return
+	}
+	line := fmt.Sprintf(" %-10d %-10d       %-10.2f         %-10.2f           %-10.6f", st.Bytes, st.Iterations, st.BWPeak, st.BWAvg, st.MsgRate)
+	if st.Raw != nil {
+		line += fmt.Sprintf("   %-10.2f       %.3f", st.Raw.BWAvg, *st.Ratio)
+	}
+	fmt.Fprintln(w, line)
+}
+
+func (r *perfRun) sendCtl(c perfCtl) error {
+	r.ctlID++
+	return sendCtl(r.qp, r.ctl, ctlWRID+r.ctlID, c)
+}
+
+// wait returns the next completion, failing on an error status.
+func (r *perfRun) wait(ctx context.Context) (rdmap.Completion, error) {
+	cp, err := r.cq.Wait(ctx)
+	if err != nil {
+		if qerr := r.qp.Err(); qerr != nil {
+			return cp, fmt.Errorf("connection ended: %v", qerr)
+		}
+		return cp, err
+	}
+	if cp.Status != rdmap.StatusSuccess {
+		if qerr := r.qp.Err(); qerr != nil {
+			return cp, fmt.Errorf("connection ended: %v", qerr)
+		}
+		return cp, fmt.Errorf("%v failed: %v %v", cp.Op, cp.Status, cp.Err)
+	}
+	return cp, nil
+}
+
+// handleRecv takes a receive completion: credits are counted, other
+// control messages returned. It reposts the buffer.
+func (r *perfRun) handleRecv(cp rdmap.Completion) (perfCtl, bool, error) {
+	msg, repost := r.bufs.take(cp)
+	m, isCtl := parseCtl(msg)
+	if err := repost(); err != nil {
+		return m, false, err
+	}
+	if isCtl && m.typ == ctlCredit {
+		r.credits += int(m.n)
+		return m, false, nil
+	}
+	return m, isCtl, nil
+}
+
+// waitCtl waits for a control message of type typ, taking credits and
+// send completions on the way.
+func (r *perfRun) waitCtl(ctx context.Context, typ uint8) (perfCtl, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		cp, err := r.wait(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return perfCtl{}, errors.New("the server does not answer")
+			}
+			return perfCtl{}, err
+		}
+		if cp.Op != rdmap.WorkRecv {
+			continue
+		}
+		m, isCtl, err := r.handleRecv(cp)
+		if err != nil {
+			return m, err
+		}
+		if isCtl && m.typ == typ {
+			return m, nil
+		}
+		if isCtl {
+			return m, fmt.Errorf("unexpected control message %d from the server", m.typ)
+		}
+	}
+}
+
+// start tells the server what comes next.
+func (r *perfRun) start(ctx context.Context, size int) error {
+	lat := uint8(0)
+	if r.o.lat {
+		lat = 1
+	}
+	if err := r.sendCtl(perfCtl{typ: ctlStart, op: opCodes[r.o.op], lat: lat, size: uint32(size)}); err != nil {
+		return err
+	}
+	_, err := r.waitCtl(ctx, ctlAck)
+	// The server has reposted every buffer before it answers (what it
+	// received before the start has been answered too): as many Sends
+	// may come as it has buffers, but for one kept for the done.
+	r.credits = r.serverBufs - 1
+	return err
+}
+
+// post posts data operation id of size bytes.
+func (r *perfRun) post(id uint64, size int) error {
+	sge := rdmap.SGE{MR: r.data, Length: uint32(size)}
+	switch r.o.op {
+	case "write":
+		return r.qp.PostWrite(rdmap.WriteWR{ID: id, SGL: []rdmap.SGE{sge}, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to})
+	case "read":
+		return r.qp.PostRead(rdmap.ReadWR{ID: id, Local: sge, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to})
+	default:
+		return r.qp.PostSend(rdmap.SendWR{ID: id, SGL: []rdmap.SGE{sge}})
+	}
+}
+
+type mark struct {
+	t time.Time
+	n int
+}
+
+// bwTest runs one size's bandwidth test.
+func (r *perfRun) bwTest(ctx context.Context, size int) (perfStats, error) {
+	if err := r.start(ctx, size); err != nil {
+		return perfStats{}, err
+	}
+	limit := r.o.depth
+	if r.o.op == "read" {
+		_, ord := r.qp.ReadLimits()
+		limit = min(limit, max(1, ord))
+	}
+	iters := r.o.iters
+	gran := max(1, iters/200)
+	if r.o.duration > 0 {
+		gran = 16
+	}
+	r.progress.begin()
+	t0 := time.Now()
+	deadline := t0.Add(r.o.duration)
+	marks := []mark{{t0, 0}}
+	posted, done := 0, 0
+	more := func() bool {
+		if r.o.duration > 0 {
+			return time.Now().Before(deadline)
+		}
+		return posted < iters
+	}
+	for {
+		for posted-done < limit && more() && (r.o.op != "send" || r.credits > 0) {
+			if err := r.post(uint64(posted+1), size); err != nil {
+				return perfStats{}, err
+			}
+			posted++
+			if r.o.op == "send" {
+				r.credits--
+			}
+		}
+		if done == posted && !more() {
+			break
+		}
+		cp, err := r.wait(ctx)
+		if err != nil {
+			return perfStats{}, err
+		}
+		switch {
+		case cp.Op == rdmap.WorkRecv:
+			if _, isCtl, err := r.handleRecv(cp); err != nil {
+				return perfStats{}, err
+			} else if isCtl {
+				return perfStats{}, errors.New("unexpected control message during the test")
+			}
+		case cp.WRID&ctlWRID != 0:
+		default:
+			done++
+			if done%gran == 0 {
+				now := time.Now()
+				marks = append(marks, mark{now, done})
+				if r.o.duration > 0 {
+					r.progress.update(size, float64(now.Sub(t0))/float64(r.o.duration))
+				} else {
+					r.progress.update(size, float64(done)/float64(iters))
+				}
+			}
+		}
+	}
+	// Everything has landed once the server answers a message sent after
+	// the last operation.
+	if err := r.sendCtl(perfCtl{typ: ctlDone}); err != nil {
+		return perfStats{}, err
+	}
+	if _, err := r.waitCtl(ctx, ctlAck); err != nil {
+		return perfStats{}, err
+	}
+	t1 := time.Now()
+	marks = append(marks, mark{t1, done})
+	secs := t1.Sub(t0).Seconds()
+	st := perfStats{Bytes: size, Iterations: done, Seconds: secs}
+	st.BWAvg = float64(size) * float64(done) / secs / mib
+	st.MsgRate = float64(done) / secs / 1e6
+	// Peak: the best rate over any stretch of at least a twentieth of the
+	// run. (A Write or Send completes once the LLP has taken it, so
+	// shorter stretches would measure the socket buffer.)
+	span := t1.Sub(t0) / 20
+	for i, j := 0, 0; i < len(marks); i++ {
+		for j < len(marks) && marks[j].t.Sub(marks[i].t) < span {
+			j++
+		}
+		if j == len(marks) {
+			break
+		}
+		if dt := marks[j].t.Sub(marks[i].t).Seconds(); dt > 0 {
+			st.BWPeak = max(st.BWPeak, float64(size)*float64(marks[j].n-marks[i].n)/dt/mib)
+		}
+	}
+	st.BWPeak = max(st.BWPeak, st.BWAvg)
+	return st, nil
+}
+
+// latTest runs one size's latency test.
+func (r *perfRun) latTest(ctx context.Context, size int) (perfStats, error) {
+	if err := r.start(ctx, size); err != nil {
+		return perfStats{}, err
+	}
+	iters := r.o.iters
+	var samples []float64
+	r.progress.begin()
+	t0 := time.Now()
+	deadline := t0.Add(r.o.duration)
+	for i := 0; ; i++ {
+		if r.o.duration > 0 && !time.Now().Before(deadline) || r.o.duration == 0 && i >= iters {
+			break
+		}
+		start := time.Now()
+		var err error
+		switch r.o.op {
+		case "read":
+			err = r.qp.PostRead(rdmap.ReadWR{ID: uint64(i + 1), Local: rdmap.SGE{MR: r.data, Length: uint32(size)}, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to})
+		case "write":
+			err = r.qp.PostWrite(rdmap.WriteWR{ID: uint64(i + 1), SGL: []rdmap.SGE{{MR: r.data, Length: uint32(size)}}, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to, Unsignaled: true})
+			if err == nil {
+				err = r.qp.PostSend(rdmap.SendWR{ID: uint64(i + 1), Unsignaled: true})
+			}
+		default:
+			err = r.qp.PostSend(rdmap.SendWR{ID: uint64(i + 1), SGL: []rdmap.SGE{{MR: r.data, Length: uint32(size)}}, Unsignaled: true})
+		}
+		if err != nil {
+			return perfStats{}, err
+		}
+		for {
+			cp, err := r.wait(ctx)
+			if err != nil {
+				return perfStats{}, err
+			}
+			if r.o.op == "read" && cp.Op == rdmap.WorkRead {
+				break
+			}
+			if r.o.op != "read" && cp.Op == rdmap.WorkRecv {
+				if _, isCtl, err := r.handleRecv(cp); err != nil {
+					return perfStats{}, err
+				} else if !isCtl {
+					break
+				}
+			}
+		}
+		d := float64(time.Since(start).Nanoseconds()) / 1e3
+		if r.o.op != "read" {
+			d /= 2
+		}
+		samples = append(samples, d)
+		if r.o.duration > 0 {
+			r.progress.update(size, float64(time.Since(t0))/float64(r.o.duration))
+		} else {
+			r.progress.update(size, float64(i+1)/float64(iters))
+		}
+	}
+	secs := time.Since(t0).Seconds()
+	st := perfStats{Bytes: size, Iterations: len(samples), Seconds: secs, Lat: latencies(samples)}
+	st.BWAvg = float64(size) * float64(len(samples)) / secs / mib
+	st.BWPeak = st.BWAvg
+	st.MsgRate = float64(len(samples)) / secs / 1e6
+	return st, nil
+}
+
+// rawTest moves size*count bytes over the plain transport, in the
+// direction the operation moves data.
+func (r *perfRun) rawTest(ctx context.Context, size, count int) (*rawStats, error) {
+	host, _, _ := net.SplitHostPort(r.ep.addr)
+	addr := net.JoinHostPort(host, strconv.Itoa(int(r.remote.port)))
+	toClient := r.o.op == "read"
+	st := &rawStats{Transport: r.ep.scheme, Bytes: size * count, Iterations: count}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var h [rawHeaderLen]byte
+	if r.ep.scheme == "tcp" {
+		crc := r.c.info.CRC != nil && *r.c.info.CRC
+		st.CRC32c = crc
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+		defer stop()
+		putRawHeader(h[:], toClient, crc, size, count)
+		t0 := time.Now()
+		if _, err := c.Write(h[:]); err != nil {
+			return nil, err
+		}
+		if toClient {
+			err = rawRecvTCP(c, size, count, crc)
+			c.Write([]byte{1})
+		} else {
+			if err = rawSendTCP(c, size, count, crc); err == nil {
+				_, err = io.ReadFull(c, h[:1])
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.Seconds = time.Since(t0).Seconds()
+	} else {
+		cfg, _, _, err := r.o.link.sctpConfig(false, nil)
+		if err != nil {
+			return nil, err
+		}
+		a, err := sctpddp.Dial(ctx, "udp", addr, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer a.Close()
+		s, err := a.OpenStream(1)
+		if err != nil {
+			return nil, err
+		}
+		putRawHeader(h[:], toClient, false, size, count)
+		t0 := time.Now()
+		if err := rawWriteSCTP(ctx, s, h[:]); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, 64<<10+16)
+		if toClient {
+			err = rawRecvSCTP(ctx, s, size, count, buf)
+			if err == nil {
+				err = rawWriteSCTP(ctx, s, []byte{1})
+			}
+		} else if err = rawSendSCTP(ctx, s, size, count); err == nil {
+			_, _, err = s.ReadMessage(ctx, buf)
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.Seconds = time.Since(t0).Seconds()
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		a.Shutdown(sctx)
+		scancel()
+	}
+	if st.Seconds > 0 {
+		st.BWAvg = float64(st.Bytes) / st.Seconds / mib
+	}
+	return st, nil
+}

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+)
+
+// perfServe is "iwarp perf --listen": it answers perf clients until ctx
+// is done, with a plain TCP or SCTP listener beside for --compare-raw.
+func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
+	var rec *recorder
+	if o.link.pcap != "" {
+		var err error
+		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+			return err
+		}
+	}
+	l, err := listen(ctx, ep, &o.link, rec, stderr)
+	if err != nil {
+		rec.Close()
+		return fmt.Errorf("listening on %s: %v", ep, err)
+	}
+	rec.setLocal(l.Addr())
+	var wg sync.WaitGroup
+	rawPort, closeRaw, err := startRawServer(ctx, ep, l, &wg)
+	if err != nil {
+		l.Close()
+		rec.Close()
+		return fmt.Errorf("raw listener for --compare-raw: %v", err)
+	}
+	fmt.Fprintf(stdout, "listening on %s://%s\n", ep.scheme, l.Addr())
+	if l.fingerprint != "" {
+		fmt.Fprintf(stdout, "fingerprint sha-256 %s\n", l.fingerprint)
+	}
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	for {
+		p, err := l.Accept(ctx)
+		if err != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := perfServeConn(ctx, dev, p, rawPort); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "iwarp perf: client %s: %v\n", p.peer, err)
+			}
+		}()
+	}
+	l.Close()
+	closeRaw()
+	wg.Wait()
+	return rec.Close()
+}
+
+// perfServeConn answers one perf client.
+func perfServeConn(ctx context.Context, dev *rdmap.Device, p *pending, rawPort uint16) error {
+	pd := dev.NewProtectionDomain()
+	cq := dev.NewCompletionQueue(8192)
+	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq, IRD: 16, ORD: 16, SendDepth: 512, RecvDepth: 1024})
+	if err != nil {
+		p.reject()
+		return err
+	}
+	hello, err := newRecvBuffers(pd, qp, 1, ctlLen, 0)
+	if err != nil {
+		p.reject()
+		return err
+	}
+	defer hello.close()
+	c, err := p.accept(qp)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		qp.Close(closeCtx)
+		cancel()
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c.close(closeCtx)
+		cancel()
+	}()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-qp.Terminated():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	ctl, err := pd.RegisterMemory(make([]byte, ctlLen), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer ctl.Deregister()
+
+	var bufs *recvBuffers
+	var data, echo *rdmap.MemoryRegion
+	var clientSTag uint32
+	var clientTO uint64
+	var mode perfCtl // the current test
+	var count uint32 // data Sends received in the current test
+	credit := uint32(1)
+	var ctlID uint64 = 1 << 62
+	reply := func(c perfCtl) error {
+		ctlID++
+		return sendCtl(qp, ctl, ctlID, c)
+	}
+	for {
+		cp, err := cq.Wait(cctx)
+		if err != nil {
+			if ctx.Err() != nil || qp.Err() != nil {
+				return nil // the client is gone, or we stop
+			}
+			return err
+		}
+		if cp.Status != rdmap.StatusSuccess {
+			if qp.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%v completion: %v %v", cp.Op, cp.Status, cp.Err)
+		}
+		if cp.Op != rdmap.WorkRecv {
+			continue
+		}
+		var msg []byte
+		var repost func() error
+		if bufs == nil {
+			msg, repost = hello.take(cp)
+			repost = func() error { return nil }
+		} else {
+			msg, repost = bufs.take(cp)
+		}
+		m, isCtl := parseCtl(msg)
+		if !isCtl {
+			if err := repost(); err != nil {
+				return err
+			}
+			if err := perfAnswerData(qp, &mode, &count, credit, len(msg), data, echo, clientSTag, clientTO, reply); err != nil {
+				return err
+			}
+			continue
+		}
+		switch m.typ {
+		case ctlHello:
+			if bufs != nil || m.size == 0 || m.size > maxPerfSize || m.n == 0 || m.n > 1024 {
+				return errors.New("bad hello")
+			}
+			size := int(m.size)
+			if data, err = pd.RegisterMemory(make([]byte, size), 0, rdmap.RemoteRead|rdmap.RemoteWrite|rdmap.LocalWrite); err != nil {
+				return err
+			}
+			defer data.Deregister()
+			fillPattern(data.Bytes())
+			if echo, err = pd.RegisterMemory(make([]byte, size), 0, 0); err != nil {
+				return err
+			}
+			defer echo.Deregister()
+			fillPattern(echo.Bytes())
+			clientSTag, clientTO = m.stag, m.to
+			credit = max(1, m.n/4)
+			if bufs, err = newRecvBuffers(pd, qp, int(m.n), max(ctlLen, size), 1<<32); err != nil {
+				return err
+			}
+			defer bufs.close()
+			if err := reply(perfCtl{typ: ctlAdvert, stag: data.STag(), to: 0, size: m.size, n: credit, port: rawPort}); err != nil {
+				return err
+			}
+			continue
+		case ctlStart:
+			mode, count = m, 0
+		case ctlDone:
+		default:
+			return fmt.Errorf("unexpected control message %d", m.typ)
+		}
+		if err := repost(); err != nil {
+			return err
+		}
+		if err := reply(perfCtl{typ: ctlAck}); err != nil {
+			return err
+		}
+	}
+}
+
+// perfAnswerData handles a data Send: it returns credits (bandwidth),
+// echoes it (Send latency) or writes back (Write latency).
+func perfAnswerData(qp *rdmap.QueuePair, mode *perfCtl, count *uint32, credit uint32, n int, data, echo *rdmap.MemoryRegion, stag uint32, to uint64, reply func(perfCtl) error) error {
+	if data == nil {
+		return errors.New("data before hello")
+	}
+	*count++
+	switch {
+	case mode.op == opCodes["send"] && mode.lat == 0:
+		if *count%credit == 0 {
+			return reply(perfCtl{typ: ctlCredit, n: credit})
+		}
+	case mode.op == opCodes["send"]:
+		return qp.PostSend(rdmap.SendWR{ID: 2, SGL: []rdmap.SGE{{MR: echo, Length: uint32(n)}}, Unsignaled: true})
+	case mode.op == opCodes["write"] && mode.lat == 1:
+		if mode.size > uint32(echo.Len()) {
+			return errors.New("write larger than the hello said")
+		}
+		if err := qp.PostWrite(rdmap.WriteWR{ID: 3, SGL: []rdmap.SGE{{MR: echo, Length: mode.size}}, RemoteSTag: stag, RemoteTO: to, Unsignaled: true}); err != nil {
+			return err
+		}
+		return qp.PostSend(rdmap.SendWR{ID: 4, Unsignaled: true})
+	}
+	return nil
+}
+
+// startRawServer listens for --compare-raw on a free port of the perf
+// listener's host: plain TCP for tcp://, a DTLS/SCTP association with the
+// listener's configuration for sctp://.
+func startRawServer(ctx context.Context, ep endpoint, l *listener, wg *sync.WaitGroup) (uint16, func(), error) {
+	host, _, _ := net.SplitHostPort(l.Addr().String())
+	addr := net.JoinHostPort(host, "0")
+	if ep.scheme == "tcp" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return 0, nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var cw sync.WaitGroup
+			defer cw.Wait()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				cw.Add(1)
+				go func() {
+					defer cw.Done()
+					defer c.Close()
+					rawServeTCP(c)
+				}()
+			}
+		}()
+		return uint16(ln.Addr().(*net.TCPAddr).Port), func() { ln.Close() }, nil
+	}
+	cfg := *l.sctpConfig
+	cfg.Trace = nil
+	sl, err := sctpddp.Listen(ctx, "udp", addr, &cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var cw sync.WaitGroup
+		defer cw.Wait()
+		for {
+			a, err := sl.Accept(actx)
+			if err != nil {
+				return
+			}
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				rawServeSCTP(actx, a)
+				// Deliver the last answer before closing.
+				sctx, cancel := context.WithTimeout(actx, time.Second)
+				a.Shutdown(sctx)
+				cancel()
+				a.Close()
+			}()
+		}
+	}()
+	port := uint16(sl.Addr().(*net.UDPAddr).Port)
+	return port, func() { cancel(); sl.Close() }, nil
+}
+
+// The raw transfer's header: direction (0: client to server), CRC32c
+// on (1), message size, count.
+const rawHeaderLen = 10
+
+func putRawHeader(b []byte, toClient, crc bool, size, count int) {
+	b[0], b[1] = 0, 0
+	if toClient {
+		b[0] = 1
+	}
+	if crc {
+		b[1] = 1
+	}
+	binary.BigEndian.PutUint32(b[2:], uint32(size))
+	binary.BigEndian.PutUint32(b[6:], uint32(count))
+}
+
+// rawServeTCP answers one --compare-raw transfer over plain TCP.
+func rawServeTCP(c net.Conn) {
+	var h [rawHeaderLen]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		return
+	}
+	toClient, crc := h[0] == 1, h[1] == 1
+	size, count := int(binary.BigEndian.Uint32(h[2:])), int(binary.BigEndian.Uint32(h[6:]))
+	if size <= 0 || size > maxPerfSize {
+		return
+	}
+	if toClient {
+		rawSendTCP(c, size, count, crc)
+		io.ReadFull(c, h[:1])
+		return
+	}
+	if rawRecvTCP(c, size, count, crc) == nil {
+		c.Write([]byte{1})
+	}
+}
+
+// rawSendTCP writes count messages of size bytes, each followed by its
+// CRC32c when crc is set, as MPA computes one per FPDU.
+func rawSendTCP(c net.Conn, size, count int, crc bool) error {
+	buf := make([]byte, size+4)
+	fillPattern(buf[:size])
+	n := size
+	for range count {
+		if crc {
+			mpa.PutCRC(buf[size:], mpa.CRC(buf[:size]))
+			n = size + 4
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawRecvTCP reads what rawSendTCP wrote, checking the CRCs.
+func rawRecvTCP(c net.Conn, size, count int, crc bool) error {
+	buf := make([]byte, size+4)
+	n := size
+	if crc {
+		n += 4
+	}
+	for range count {
+		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+			return err
+		}
+		if crc && mpa.CRC(buf[:size]) != mpa.WireCRC(buf[size:]) {
+			return errors.New("raw TCP: CRC32c mismatch")
+		}
+	}
+	return nil
+}
+
+// rawServeSCTP answers one --compare-raw transfer over an SCTP stream.
+func rawServeSCTP(ctx context.Context, a *sctpddp.Association) {
+	s, err := a.AcceptStream(ctx)
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 64<<10+16)
+	n, _, err := s.ReadMessage(ctx, buf)
+	if err != nil || n != rawSCTPOverhead+rawHeaderLen {
+		return
+	}
+	h := buf[rawSCTPOverhead:]
+	toClient := h[0] == 1
+	size, count := int(binary.BigEndian.Uint32(h[2:])), int(binary.BigEndian.Uint32(h[6:]))
+	if size <= 0 || size > maxPerfSize {
+		return
+	}
+	if toClient {
+		rawSendSCTP(ctx, s, size, count)
+		s.ReadMessage(ctx, buf)
+		return
+	}
+	if rawRecvSCTP(ctx, s, size, count, buf) == nil {
+		rawWriteSCTP(ctx, s, []byte{1})
+	}
+}
+
+// The messages of a raw SCTP transfer go through sctpddp.Stream, which
+// frames every message as a DDP Segment Chunk: each carries a DDP-SSN and
+// a tagged DDP header that nothing interprets, and the rest is payload.
+const rawSCTPOverhead = sctpddp.SSNLen + ddp.TaggedHeaderLen
+
+var rawSCTPHeader = func() []byte {
+	h := ddp.Header{Tagged: true, Last: true, DV: ddp.Version}
+	return h.Append(nil)
+}()
+
+func rawWriteSCTP(ctx context.Context, s *sctpddp.Stream, b []byte) error {
+	_, err := s.WriteSegmentv(ctx, rawSCTPHeader, [][]byte{b})
+	return err
+}
+
+// rawSendSCTP sends count messages of size bytes, each in SCTP messages
+// as large as DDP Segments may be (the MULPDU).
+func rawSendSCTP(ctx context.Context, s *sctpddp.Stream, size, count int) error {
+	buf := make([]byte, size)
+	fillPattern(buf)
+	chunk := s.MULPDU() - ddp.TaggedHeaderLen
+	for range count {
+		for off := 0; off < size; off += chunk {
+			if err := rawWriteSCTP(ctx, s, buf[off:min(off+chunk, size)]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func rawRecvSCTP(ctx context.Context, s *sctpddp.Stream, size, count int, buf []byte) error {
+	want := size * count
+	for got := 0; got < want; {
+		n, _, err := s.ReadMessage(ctx, buf)
+		if err != nil {
+			return err
+		}
+		got += n - rawSCTPOverhead
+	}
+	return nil
+}
