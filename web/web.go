@@ -44,6 +44,25 @@ type Assets map[string][]byte
 // it is built with "go build" from the module in the current directory
 // (which must be this module or within it); progress goes to log.
 func Load(ctx context.Context, log io.Writer) (Assets, error) {
+	a, err := Embedded()
+	if err != nil {
+		return nil, err
+	}
+	if a[WasmGzName] != nil && a[WasmExecName] != nil {
+		return a, nil
+	}
+	fmt.Fprintln(log, "building the browser peer (GOOS=js GOARCH=wasm go build ./wasm); go generate ./web embeds it")
+	gz, execJS, err := BuildWasm(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	a[WasmGzName], a[WasmExecName] = gz, execJS
+	return a, nil
+}
+
+// Embedded returns the files embedded in the binary, with or without the
+// browser peer.
+func Embedded() (Assets, error) {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		return nil, err
@@ -60,15 +79,6 @@ func Load(ctx context.Context, log io.Writer) (Assets, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a[WasmGzName] != nil && a[WasmExecName] != nil {
-		return a, nil
-	}
-	fmt.Fprintln(log, "building the browser peer (GOOS=js GOARCH=wasm go build ./wasm); go generate ./web embeds it")
-	gz, execJS, err := BuildWasm(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	a[WasmGzName], a[WasmExecName] = gz, execJS
 	return a, nil
 }
 

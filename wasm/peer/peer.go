@@ -129,6 +129,7 @@ type Peer struct {
 
 type region struct {
 	mr    *rdmap.MemoryRegion
+	shown []byte // what the page sees: updated from placement events
 	name  string
 	recv  bool
 	msn   uint32
@@ -236,6 +237,13 @@ func (p *Peer) observe(e trace.Event) {
 		p.locate(&ev)
 		p.changed = true
 	}
+	if r := p.placedIn(ev); r != nil {
+		// The observer runs on the goroutine that placed the bytes, just
+		// after placing them: reading them here does not race with
+		// placement, as reading the region from another goroutine would.
+		end := min(ev.Offset+uint64(ev.Len), uint64(len(r.shown)))
+		copy(r.shown[ev.Offset:end], r.mr.Bytes()[ev.Offset:end])
+	}
 	if len(p.events) >= maxEvents {
 		p.dropped++
 		return
@@ -270,6 +278,19 @@ func (p *Peer) locate(ev *Event) {
 	}
 }
 
+// placedIn returns the region a placement event landed in, if any.
+// p.mu is held.
+func (p *Peer) placedIn(ev Event) *region {
+	if ev.Kind != trace.SegmentPlaced.String() || ev.Region == 0 {
+		return nil
+	}
+	_, r := p.find(ev.Region)
+	if r == nil || ev.Offset >= uint64(len(r.shown)) {
+		return nil
+	}
+	return r
+}
+
 // Drain returns the events since the last call, how many were dropped
 // because nobody drained them, and whether the regions changed.
 func (p *Peer) Drain() (events []Event, dropped int, changed bool) {
@@ -281,8 +302,7 @@ func (p *Peer) Drain() (events []Event, dropped int, changed bool) {
 }
 
 // Regions returns the regions and receive buffers with copies of their
-// bytes. Bytes placed by a segment in flight may be torn, which is what
-// the page is there to show.
+// bytes as placement events have reported them.
 func (p *Peer) Regions() []Region {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -291,7 +311,7 @@ func (p *Peer) Regions() []Region {
 		out = append(out, Region{
 			Name: r.name, STag: r.mr.STag(), Base: r.mr.Base(), Len: r.mr.Len(),
 			Access: accessWords(r.mr.Access()), Recv: r.recv, MSN: r.msn, Filled: r.fill,
-			Valid: r.valid, Data: slices.Clone(r.mr.Bytes()),
+			Valid: r.valid, Data: slices.Clone(r.shown),
 		})
 	}
 	return out
@@ -335,7 +355,7 @@ func (p *Peer) Register(name string, n int, base uint64, access string) (uint32,
 	if err != nil {
 		return 0, err
 	}
-	p.regions = append(p.regions, &region{mr: mr, name: name, valid: true})
+	p.regions = append(p.regions, &region{mr: mr, shown: make([]byte, n), name: name, valid: true})
 	p.changed = true
 	return mr.STag(), nil
 }
@@ -402,7 +422,7 @@ func (p *Peer) PostRecv(n int) (uint32, uint32, error) {
 	// Drawn before it is posted, so that a Send placed at once finds it.
 	p.mu.Lock()
 	msn := p.nextMSN
-	r := &region{mr: mr, name: fmt.Sprintf("receive buffer MSN %d", msn), recv: true, msn: msn, valid: true}
+	r := &region{mr: mr, shown: make([]byte, n), name: fmt.Sprintf("receive buffer MSN %d", msn), recv: true, msn: msn, valid: true}
 	p.regions = append(p.regions, r)
 	p.changed = true
 	p.mu.Unlock()

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/web"
+)
+
+// TestDemoInBrowser runs web/e2e/demo.test.mjs: Debian's chromium, driven
+// by playwright-core, against "iwarp demo" with the browser peer built
+// now (GOOS=js GOARCH=wasm). It connects to the Go peer, does a Write, a
+// Read and a Send, checks the grids and completions, provokes a Terminate
+// and pairs two tabs. Screenshots go to .artifacts/demo-e2e. It is
+// skipped only when chromium or node is not installed; npm ci runs if
+// web/e2e/node_modules is missing.
+func TestDemoInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test; not with -short")
+	}
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("no chromium at %s (apt-get install chromium): %v", chromium, err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node (apt-get install nodejs npm)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2e := filepath.Join(root, "web", "e2e")
+	if _, err := os.Stat(filepath.Join(e2e, "node_modules", "playwright-core")); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = e2e
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in web/e2e: %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	gz, execJS, err := web.BuildWasm(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, zr)
+	t.Logf("iwarp.wasm: %d octets, %d gzipped (limit %d)", n, len(gz), web.MaxWasmSize)
+	assets, err := web.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets[web.WasmGzName], assets[web.WasmExecName] = gz, execJS
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	d := newDemoServer(assets, &log)
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.serve(sctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+
+	artifacts := filepath.Join(root, ".artifacts", "demo-e2e")
+	cmd := exec.CommandContext(ctx, node, "demo.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
+	cmd.Dir = e2e
+	cmd.Env = append(os.Environ(), "IWARP_ARTIFACTS="+artifacts, "CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	t.Logf("demo.test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the browser test failed: %v (screenshots in %s)", err, artifacts)
+	}
+}
