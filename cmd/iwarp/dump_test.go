@@ -74,6 +74,22 @@ func TestDumpSiw(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "asks the peer for 64 bytes") || !strings.Contains(stdout, "MSN 4") {
 		t.Errorf("text dump:\n%s", stdout)
 	}
+
+	// The same capture as pcapng decodes the same.
+	editcap, err := exec.LookPath("editcap")
+	if err != nil {
+		return
+	}
+	ng := filepath.Join(t.TempDir(), "siw.pcapng")
+	if out, err := exec.Command(editcap, "-F", "pcapng", file, ng).CombinedOutput(); err != nil {
+		t.Fatalf("editcap: %v %s", err, out)
+	}
+	ngRecs := dumpJSON(t, ng)
+	a, _ := json.Marshal(recs)
+	b, _ := json.Marshal(ngRecs)
+	if !bytes.Equal(a, b) {
+		t.Errorf("pcapng decodes differently:\n%s\n%s", a, b)
+	}
 }
 
 func TestDumpErrors(t *testing.T) {

@@ -358,7 +358,7 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 		return err
 	}
 	l.addr = ml.Addr()
-	var peers sync.Map // relay's address at the listener -> the real peer
+	var peers sync.Map // relay's address at the listener -> the real peer and local addresses
 	if relay != nil {
 		l.addr = relay.Addr()
 		l.wg.Add(1)
@@ -384,8 +384,10 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 				return
 			}
 			peer := req.RemoteAddr()
+			var local net.Addr
 			if p, ok := peers.LoadAndDelete(peer.String()); ok {
-				peer = p.(net.Addr)
+				ends := p.([2]net.Addr)
+				peer, local = ends[0], ends[1]
 			}
 			p := &pending{peer: peer.String()}
 			p.reject = func() { req.Reject(nil, 0, 0) }
@@ -394,7 +396,11 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 				if err != nil {
 					return nil, err
 				}
-				return &conn{info: mpaInfo(c, peer), qp: qp}, nil
+				info := mpaInfo(c, peer)
+				if local != nil {
+					info.Local = local.String()
+				}
+				return &conn{info: info, qp: qp}, nil
 			}
 			if !l.offer(p) {
 				return
@@ -419,7 +425,7 @@ func runRelay(relay net.Listener, inner string, rec *recorder, peers *sync.Map) 
 			c.Close()
 			continue
 		}
-		peers.Store(d.LocalAddr().String(), c.RemoteAddr())
+		peers.Store(d.LocalAddr().String(), [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
 		tr := rec.tcpConn()
 		tr.bind(c.RemoteAddr(), c.LocalAddr())
 		wg.Add(2)

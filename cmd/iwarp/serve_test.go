@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iwarpgo/iwarp/rdmap"
 )
@@ -150,4 +152,28 @@ func TestServeConcurrentAndSIGINT(t *testing.T) {
 		t.Error("two connections share a region")
 	}
 	s.stop()
+}
+
+// The client side of endpoint.go (dial, close) leaves no goroutines
+// behind, over either transport.
+func TestDialNoLeak(t *testing.T) {
+	for _, url := range []string{"tcp://127.0.0.1:0", "sctp://127.0.0.1:0"} {
+		s := startServe(t, "--listen", url, "--mr-size", "4096")
+		before := runtime.NumGoroutine()
+		for range 3 {
+			cl := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+			s.next("connected")
+			cl.close()
+			s.next("closed")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%s: %d goroutines, %d before\n%s", url, n, before, buf[:runtime.Stack(buf, true)])
+		}
+		s.stop()
+	}
 }
