@@ -124,9 +124,21 @@ try {
   }, null, { timeout: T });
   await page.screenshot({ path: join(out, "03-read-send.png"), fullPage: true });
 
+  step("burst: 2000 Writes, placements drawn at 1000 a second or more");
+  await page.fill("#b-count", "2000");
+  const base = await page.evaluate(() => Number(document.getElementById("rate").dataset.remoteTotal || 0));
+  const burstStart = Date.now();
+  await page.click("#do-burst");
+  await page.waitForFunction((b) => Number(document.getElementById("rate").dataset.remoteTotal) >= b + 2000, base, { timeout: 30000 });
+  const burstMs = Date.now() - burstStart;
+  const rate = Math.round(2000 / (burstMs / 1000));
+  console.log(`   2000 placements drawn in ${burstMs} ms: ${rate} a second`);
+  if (rate < 1000) throw new Error(`placements drawn at ${rate} a second, below 1000`);
+  await page.screenshot({ path: join(out, "04-burst.png"), fullPage: true });
+
   step("narrow window");
   await page.setViewportSize({ width: 420, height: 800 });
-  await page.screenshot({ path: join(out, "04-narrow.png"), fullPage: false });
+  await page.screenshot({ path: join(out, "05-narrow.png"), fullPage: false });
   await page.setViewportSize({ width: 1280, height: 800 });
 
   step("fault: Write to a bad STag gives a Terminate");
@@ -135,7 +147,7 @@ try {
   await expectText(page, "#terminate", "Invalid Steering Tag", "terminate panel");
   await expectText(page, "#terminate", "Layer", "terminate panel");
   await expectText(page, "#status", "Terminated", "status");
-  await page.screenshot({ path: join(out, "05-terminate.png"), fullPage: true });
+  await page.screenshot({ path: join(out, "06-terminate.png"), fullPage: true });
 
   step("pair two tabs browser to browser and Write between them");
   const a = page;
@@ -161,8 +173,8 @@ try {
   }, null, { timeout: T });
   const bcells = await cells(b, "local", "Tab memory", 0, 10);
   if (bcells !== "tab␣to␣tab") throw new Error(`tab B's grid: ${JSON.stringify(bcells)}`);
-  await a.screenshot({ path: join(out, "06-tab-a.png"), fullPage: true });
-  await b.screenshot({ path: join(out, "07-tab-b.png"), fullPage: true });
+  await a.screenshot({ path: join(out, "07-tab-a.png"), fullPage: true });
+  await b.screenshot({ path: join(out, "08-tab-b.png"), fullPage: true });
 } catch (e) {
   failures++;
   console.error("FAIL:", e.message);

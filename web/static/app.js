@@ -24,6 +24,10 @@ const S = {
   lastRelay: 0,
   ladder: [], selected: null, seq: 0,
   hits: new Map(),       // cell element -> expiry time
+  burst: null,           // a burst of Writes being posted, a few per frame
+  placedAt: { local: [], remote: [] }, // placement times in the last second
+  placedTotal: { local: 0, remote: 0 },
+  lastRate: 0,
 };
 
 // ---------- log and status ----------
@@ -417,6 +421,8 @@ function applyEvents(side, events, now, frag) {
         break;
       case "segment-placed":
         highlight(side, ev, now);
+        S.placedAt[side.el].push(now);
+        S.placedTotal[side.el]++;
         break;
       case "completion":
         addCQ(side, ev);
@@ -469,6 +475,20 @@ function frame(now) {
     for (const li of rows) ol.append(li);
     while (ol.children.length > LADDER_MAX) ol.firstChild.remove();
     ol.scrollTop = ol.scrollHeight;
+  }
+  postBurst(now);
+  if (now - S.lastRate > 250) {
+    S.lastRate = now;
+    for (const k of ["local", "remote"]) {
+      const a = S.placedAt[k];
+      let i = 0;
+      while (i < a.length && a[i] < now - 1000) i++;
+      a.splice(0, i);
+    }
+    const el = $("rate");
+    el.textContent = "Placements drawn in the last second: this tab " + S.placedAt.local.length +
+      ", remote peer " + S.placedAt.remote.length + " (total " + S.placedTotal.local + " and " + S.placedTotal.remote + ").";
+    el.dataset.remoteTotal = S.placedTotal.remote;
   }
   for (const [cell, t] of S.hits) {
     if (t <= now) { cell.classList.remove("hit"); S.hits.delete(cell); }
@@ -526,6 +546,37 @@ function actWrite() {
   const reg = remoteRegion($("w-stag").value);
   if (!reg) return log("No remote region to write to.", "err");
   doWrite(parseData($("w-data").value, $("w-mode").value), reg.stag, reg.base + Number($("w-off").value));
+}
+
+// postBurst posts the next Writes of a burst: as many as the send queue
+// takes, at most 200 a frame, so that the page stays responsive.
+function postBurst(now) {
+  const b = S.burst;
+  if (!b || !S.connected) { S.burst = null; return; }
+  for (let i = 0; i < 200 && b.left > 0; i++) {
+    const off = (b.done * 4) % Math.max(4, b.reg.len - 4);
+    const v = b.done & 0xffff;
+    const data = new TextEncoder().encode(String.fromCharCode(65 + (v % 26)) + (v % 1000).toString().padStart(3, "0"));
+    const r = iwarpPeer.write(data, b.reg.stag, b.reg.base + off);
+    if (r.error) {
+      if (!/queue/i.test(r.error)) { log("Burst: " + r.error, "err"); S.burst = null; }
+      break; // the send queue is full: go on next frame
+    }
+    b.left--; b.done++;
+  }
+  if (b.left === 0) {
+    S.burst = null;
+    log("Burst: " + b.done + " RDMA Writes posted in " + Math.round(now - b.start) + " ms");
+  }
+}
+
+function actBurst() {
+  if (!needConn()) return;
+  const reg = remoteRegion($("w-stag").value);
+  if (!reg) return log("No remote region to write to.", "err");
+  const n = Number($("b-count").value);
+  S.burst = { reg, left: n, done: 0, start: performance.now() };
+  log("Burst: " + n + " RDMA Writes of 4 octets to STag " + hex(reg.stag));
 }
 
 function actRead() {
@@ -618,6 +669,7 @@ function wire() {
   on("disconnect", () => { hangup(true); setStatus("idle", "Disconnected"); });
   on("do-write", actWrite);
   on("do-read", actRead);
+  on("do-burst", actBurst);
   on("do-send", actSend);
   on("do-register", actRegister);
   on("do-recv", () => { if (needConn()) check(iwarpPeer.postRecv(64), "post receive"); });
