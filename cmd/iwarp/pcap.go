@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/mpa"
 )
 
 // recorder writes --pcap captures. For tcp:// it synthesizes an
@@ -175,6 +176,85 @@ type tcpRecording struct {
 	cw      *pcapfile.ConnWriter
 	pending []tracedChunk
 	closed  bool
+	dirs    [2]mpaFramer // client to server, server to client
+}
+
+// mpaFramer cuts one direction of an MPA connection into its startup
+// frame and whole FPDUs (Markers included), so that each goes into TCP
+// segments of its own, as MPA senders aim for: Wireshark finds FPDUs with
+// Markers only at the start of a segment. What it cannot frame it passes
+// on as it came.
+type mpaFramer struct {
+	buf   []byte
+	frame *mpa.Frame // this direction's startup frame, once complete
+	opts  *mpa.Options
+	pos   uint64 // stream position after the startup frame
+	raw   bool   // framing lost: pass octets through
+}
+
+// units returns the complete units buffered so far. peer is the other
+// direction's framer, whose startup frame settles the options.
+func (f *mpaFramer) units(fromClient bool, peer *mpaFramer) [][]byte {
+	var out [][]byte
+	for len(f.buf) > 0 {
+		if f.raw {
+			out = append(out, f.buf)
+			f.buf = nil
+			break
+		}
+		if f.frame == nil {
+			if len(f.buf) < mpa.FrameHeaderLen {
+				break
+			}
+			n := mpa.FrameHeaderLen + int(binary.BigEndian.Uint16(f.buf[mpa.FrameHeaderLen-2:]))
+			if len(f.buf) < n {
+				break
+			}
+			fr, m, err := mpa.ParseFrame(f.buf[:n])
+			if err != nil {
+				f.raw = true
+				continue
+			}
+			f.frame = &fr
+			out = append(out, f.buf[:m])
+			f.buf = f.buf[m:]
+			continue
+		}
+		if f.opts == nil {
+			if peer.frame == nil {
+				break // the peer's frame settles the Markers
+			}
+			req, rep := f.frame, peer.frame
+			if !fromClient {
+				req, rep = rep, req
+			}
+			fromInit, fromResp := mpa.Negotiate(req, rep)
+			if fromClient {
+				f.opts = &fromInit
+			} else {
+				f.opts = &fromResp
+			}
+		}
+		off := 0
+		if f.opts.Markers && f.pos%mpa.MarkerInterval == 0 {
+			off = mpa.MarkerLen
+		}
+		if len(f.buf) < off+mpa.LengthFieldLen {
+			break
+		}
+		l := int(binary.BigEndian.Uint16(f.buf[off:]))
+		n := mpa.WireLen(l, f.pos, f.opts.Markers)
+		if len(f.buf) < n {
+			break
+		}
+		out = append(out, f.buf[:n])
+		f.buf = f.buf[n:]
+		f.pos += uint64(n)
+	}
+	if len(f.buf) == 0 {
+		f.buf = nil
+	}
+	return out
 }
 
 type tracedChunk struct {
@@ -229,11 +309,26 @@ func (t *tcpRecording) write(fromClient bool, b []byte) {
 	if t.closed || r.err != nil {
 		return
 	}
-	if t.cw == nil {
-		t.pending = append(t.pending, tracedChunk{time.Now(), fromClient, append([]byte(nil), b...)})
-		return
+	d, p := &t.dirs[0], &t.dirs[1]
+	if !fromClient {
+		d, p = p, d
 	}
-	r.fail(t.cw.Write(time.Now(), fromClient, b))
+	d.buf = append(d.buf, b...)
+	now := time.Now()
+	t.emit(now, fromClient, d.units(fromClient, p))
+	// The peer may have waited for this direction's startup frame.
+	t.emit(now, !fromClient, p.units(!fromClient, d))
+}
+
+// emit writes units of one direction, or keeps them until bind.
+func (t *tcpRecording) emit(now time.Time, fromClient bool, units [][]byte) {
+	for _, u := range units {
+		if t.cw == nil {
+			t.pending = append(t.pending, tracedChunk{now, fromClient, append([]byte(nil), u...)})
+			continue
+		}
+		t.r.fail(t.cw.Write(now, fromClient, u))
+	}
 }
 
 // close writes the connection's FINs.
@@ -245,8 +340,15 @@ func (t *tcpRecording) close() {
 		t.closed = true
 		return
 	}
+	// Octets that never made a whole unit go out as they are.
+	now := time.Now()
+	for i := range t.dirs {
+		if b := t.dirs[i].buf; len(b) > 0 {
+			t.r.fail(t.cw.Write(now, i == 0, b))
+		}
+	}
 	t.closed = true
-	r.fail(t.cw.Close(time.Now()))
+	r.fail(t.cw.Close(now))
 }
 
 // discard forgets a connection that never started.
