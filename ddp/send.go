@@ -24,6 +24,15 @@ type LLP interface {
 	WriteSegment(hdr []byte, payload [][]byte) error
 }
 
+// Holder is implemented by an LLP that may hold a segment back for a
+// while before it can send it (MPA's Responder sends nothing before it has
+// received an FPDU, RFC 5044 §7.1.2 rule 4). Ready reports whether
+// WriteSegment would go ahead now; a ULP that sends from its caller's
+// goroutine uses it to avoid blocking the caller.
+type Holder interface {
+	Ready() bool
+}
+
 // ErrMessageTooLong is returned for an outbound message of 2^32 octets or
 // more: "The ULP Message Length MUST be less than 2^32." (RFC 5041 §5.2)
 var ErrMessageTooLong = errors.New("ddp: ULP message length must be less than 2^32 octets")

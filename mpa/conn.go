@@ -124,6 +124,17 @@ func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
 // MULPDU implements ddp.LLP.
 func (c *Conn) MULPDU() int { return c.w.MULPDU() }
 
+// Ready implements ddp.Holder: false while a Responder waits for its
+// first FPDU (RFC 5044 §7.1.2 rule 4), when WriteSegment would block.
+func (c *Conn) Ready() bool {
+	select {
+	case <-c.firstRx:
+		return true
+	default:
+		return false
+	}
+}
+
 // WriteSegment implements ddp.LLP: one FPDU, one gather write.
 func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	select {

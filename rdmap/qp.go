@@ -340,7 +340,7 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	// itself, as Linux siw does: two goroutine hand-offs fewer on the path
 	// of a lone request. It only does so when the request cannot wait for
 	// Reads (ORD, Fence), so a post never blocks for long.
-	idle := qp.pending == 0 && len(qp.urgent) == 0 &&
+	idle := qp.pending == 0 && len(qp.urgent) == 0 && qp.llpReady() &&
 		(e.kind != kindRead || len(qp.reads) < qp.cfg.ORD) && (!e.fence || len(qp.reads) == 0)
 	if idle && qp.sendMu.TryLock() {
 		qp.pending++
@@ -356,6 +356,12 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
 	qp.mu.Unlock()
 	return nil
+}
+
+// llpReady reports whether the LLP would take a segment now.
+func (qp *QueuePair) llpReady() bool {
+	h, ok := qp.llp.(ddp.Holder)
+	return !ok || h.Ready()
 }
 
 // enqueue queues a Read Response for the send side.
