@@ -309,3 +309,74 @@ func TestDemoGoPeer(t *testing.T) {
 		t.Errorf("%d goroutines left (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestDemoFaults provokes each of the page's fault buttons against the Go
+// peer and checks the Terminate both ends report, named in RFC 6580's
+// words.
+func TestDemoFaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d := newDemoServer(testAssets(t), io.Discard)
+	srv := httptest.NewServer(d.handler())
+	defer srv.Close()
+	faults := []struct {
+		name string
+		do   func(p *peer.Peer, mem *peer.Region) error
+		want string // the Error Code's name
+	}{
+		{"bad STag", func(p *peer.Peer, mem *peer.Region) error {
+			_, err := p.Write([]byte("bad"), 0x00dead01, 0)
+			return err
+		}, "Invalid Steering Tag"},
+		{"out of bounds", func(p *peer.Peer, mem *peer.Region) error {
+			_, err := p.Write([]byte("out of bounds!!!"), mem.STag, mem.Base+uint64(mem.Len)-4)
+			return err
+		}, "Base or bounds violation"},
+		{"stale key", func(p *peer.Peer, mem *peer.Region) error {
+			stale := mem.STag&^0xff | (mem.STag+1)&0xff
+			_, err := p.Write([]byte("stale"), stale, mem.Base)
+			return err
+		}, "Invalid Steering Tag"},
+		{"no receive buffer", func(p *peer.Peer, mem *peer.Region) error {
+			for range goRecvs + 1 {
+				if _, err := p.Send([]byte("send"), false, 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "no buffer available"},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			ps := dialPage(t, ctx, srv.URL, 64)
+			defer ps.close()
+			state := ps.wait(ctx, func(m sigMsg) bool { return m.Type == "go-state" })
+			mem := region(state.Regions, "Go peer memory")
+			if err := f.do(ps.p, mem); err != nil {
+				t.Fatal(err)
+			}
+			m := ps.wait(ctx, func(m sigMsg) bool {
+				for _, e := range m.Events {
+					if e.Kind == "terminate" {
+						return true
+					}
+				}
+				return false
+			})
+			for _, e := range m.Events {
+				if e.Kind != "terminate" {
+					continue
+				}
+				if !strings.Contains(e.CodeName, f.want) || e.LayerName == "" || e.TypeName == "" {
+					t.Errorf("Go peer's Terminate: layer %q type %q code %q, want code %q", e.LayerName, e.TypeName, e.CodeName, f.want)
+				}
+				t.Logf("%s: %s", f.name, e.Error)
+			}
+			select {
+			case <-ps.p.QP.Terminated():
+			case <-ctx.Done():
+				t.Fatal("the page side did not terminate")
+			}
+		})
+	}
+}

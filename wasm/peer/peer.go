@@ -98,6 +98,7 @@ type Event struct {
 	LayerName string `json:"layerName,omitempty"`
 	TypeName  string `json:"typeName,omitempty"`
 	CodeName  string `json:"codeName,omitempty"`
+	Detail    string `json:"detail,omitempty"` // what exactly was wrong
 	Remote    bool   `json:"remote,omitempty"`
 	State     string `json:"state,omitempty"`
 	Text      string `json:"text,omitempty"` // a line for the log
@@ -228,6 +229,7 @@ func (p *Peer) observe(e trace.Event) {
 		ev.Layer, ev.EType, ev.Code = int(l), int(t), int(c)
 		ev.Error = describe(e.Err)
 		ev.LayerName = l.String()
+		ev.Detail = e.Err.Detail
 		ev.TypeName, ev.CodeName, _ = strings.Cut(e.Err.Name(), " / ")
 		ev.Remote = !e.Err.Local()
 	}

@@ -387,7 +387,13 @@ function select(entry, btn) {
 }
 
 function showTerminate(side, ev) {
-  if (S.terminated) return;
+  if (S.terminated) {
+    // The end that found the error knows the detail; the other got only
+    // the triple.
+    const dd = $("term-detail");
+    if (dd && ev.detail && !dd.dataset.set) { dd.textContent = ev.detail; dd.dataset.set = "1"; }
+    return;
+  }
   S.terminated = true;
   const who = side === S.local ? "This tab" : "The remote peer";
   const dir = ev.remote ? "received a Terminate from its peer" : "detected the error and sent a Terminate";
@@ -401,9 +407,11 @@ function showTerminate(side, ev) {
   const dl = document.createElement("dl");
   for (const [k, v] of [["Layer", ev.layerName + " (" + (ev.layer || 0) + ")"],
     ["Error type", ev.typeName + " (0x" + (ev.etype || 0).toString(16) + ")"],
-    ["Error code", ev.codeName + " (0x" + (ev.code || 0).toString(16).padStart(2, "0") + ")"]]) {
+    ["Error code", ev.codeName + " (0x" + (ev.code || 0).toString(16).padStart(2, "0") + ")"],
+    ["What was wrong", ev.detail || "(the peer did not say)"]]) {
     const dt = document.createElement("dt"); dt.textContent = k;
     const dd = document.createElement("dd"); dd.textContent = v;
+    if (k === "What was wrong") { dd.id = "term-detail"; if (ev.detail) dd.dataset.set = "1"; }
     dl.append(dt, dd);
   }
   const q = document.createElement("p");
