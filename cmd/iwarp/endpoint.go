@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,7 @@ type linkFlags struct {
 	certFile    string
 	keyFile     string
 	pcap        string
+	keylog      string
 }
 
 func (f *linkFlags) register(fs *flag.FlagSet) {
@@ -66,6 +68,7 @@ func (f *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.certFile, "cert", "", "sctp:// listener: PEM certificate file (default: a fresh self-signed one)")
 	fs.StringVar(&f.keyFile, "key", "", "sctp:// listener: PEM private key file for --cert")
 	fs.StringVar(&f.pcap, "pcap", "", "record the session(s) as a pcap capture in `FILE`")
+	fs.StringVar(&f.keylog, "keylog", "", "sctp://: append the DTLS keys to `FILE` (NSS key log) for Wireshark to decrypt a capture")
 }
 
 func (f *linkFlags) check(ep endpoint, listening bool) error {
@@ -88,6 +91,9 @@ func (f *linkFlags) check(ep endpoint, listening bool) error {
 	}
 	if ep.scheme == "tcp" && (f.fingerprint != "" || f.psk != "" || f.certFile != "") {
 		return usagef("--fingerprint, --psk, --cert and --key apply to sctp:// endpoints only")
+	}
+	if ep.scheme == "tcp" && f.keylog != "" {
+		return usagef("--keylog applies to sctp:// endpoints only")
 	}
 	if ep.scheme == "sctp" && (f.markers || f.noCRC) {
 		return usagef("--markers and --no-crc apply to tcp:// endpoints only")
@@ -149,12 +155,34 @@ func (c *conn) close(ctx context.Context) {
 	}
 }
 
+// sctpMTU is the SCTP MTU for an association with or on addr: pion's
+// usual 1350 on networks, 8000 on loopback (sctpddp.LoopbackMTU), where
+// the UDP datagrams need no fragmenting at any size.
+func sctpMTU(addr string) uint32 {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return sctpddp.LoopbackMTU
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return sctpddp.LoopbackMTU
+	}
+	return sctpddp.DefaultMTU
+}
+
 // sctpConfig builds the DTLS/SCTP configuration. It returns whether the
 // peer is authenticated and the listener's certificate fingerprint.
-func (f *linkFlags) sctpConfig(listening bool, rec *recorder) (*sctpddp.Config, bool, string, error) {
-	cfg := &sctpddp.Config{MTU: sctpddp.LoopbackMTU}
+func (f *linkFlags) sctpConfig(addr string, rec *recorder) (*sctpddp.Config, bool, string, error) {
+	cfg := &sctpddp.Config{MTU: sctpMTU(addr)}
 	if rec != nil {
 		cfg.Trace = rec.sctpTrace
+	}
+	if f.keylog != "" {
+		kl, err := os.OpenFile(f.keylog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, false, "", err
+		}
+		// Left open for the process's life: every handshake appends.
+		cfg.KeyLogWriter = kl
 	}
 	if f.psk != "" {
 		cfg.PSK, cfg.PSKIdentity = []byte(f.psk), []byte(f.pskIdentity)
@@ -255,7 +283,7 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 	if ep.scheme == "tcp" {
 		return l, listenTCP(l, ep, f, rec)
 	}
-	cfg, auth, fp, err := f.sctpConfig(true, rec)
+	cfg, auth, fp, err := f.sctpConfig(ep.addr, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +515,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 		}
 		return out, nil
 	}
-	cfg, auth, _, err := f.sctpConfig(false, rec)
+	cfg, auth, _, err := f.sctpConfig(ep.addr, rec)
 	if err != nil {
 		return nil, err
 	}

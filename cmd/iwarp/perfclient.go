@@ -498,7 +498,7 @@ func (r *perfRun) rawTest(ctx context.Context, size, count int) (*rawStats, erro
 		}
 		st.Seconds = time.Since(t0).Seconds()
 	} else {
-		cfg, _, _, err := r.o.link.sctpConfig(false, nil)
+		cfg, _, _, err := r.o.link.sctpConfig(r.ep.addr, nil)
 		if err != nil {
 			return nil, err
 		}
