@@ -1,0 +1,176 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/internal/llptest"
+)
+
+// pair connects two peers over an in-memory lower layer that reorders
+// segments within windows of 4, with 48-octet segments.
+func pair(t *testing.T) (a, b *Peer, ctx context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ea, eb := llptest.New(llptest.Options{MULPDU: MinMULPDU, Reorder: 4, Seed: 7})
+	var err error
+	if a, err = New(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New(); err != nil {
+		t.Fatal(err)
+	}
+	ea.Attach(a.QP.Stream())
+	eb.Attach(b.QP.Stream())
+	if err := a.QP.Start(ea); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.QP.Start(eb); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	go func() { a.Run(ctx); done <- struct{}{} }()
+	go func() { b.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		defer ccancel()
+		a.QP.Close(cctx)
+		b.QP.Close(cctx)
+		cancel()
+		<-done
+		<-done
+	})
+	return a, b, ctx
+}
+
+// waitFor drains p's events until ok has seen what it wants.
+func waitFor(t *testing.T, ctx context.Context, p *Peer, ok func(Event) bool) {
+	t.Helper()
+	for {
+		ev, _, _ := p.Drain()
+		for _, e := range ev {
+			if ok(e) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("timed out")
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func regionNamed(rs []Region, name string) Region {
+	for _, r := range rs {
+		if r.Name == name {
+			return r
+		}
+	}
+	return Region{}
+}
+
+func TestPlacementIsLocated(t *testing.T) {
+	a, b, ctx := pair(t)
+	stag, err := b.Register("mem", 256, 0x1000, "rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("segments land where their STag and TO say, in any order")
+	if _, err := a.Write(msg, stag, 0x1000+10); err != nil {
+		t.Fatal(err)
+	}
+	placed := 0
+	waitFor(t, ctx, b, func(e Event) bool {
+		if e.Kind != "segment-placed" {
+			return false
+		}
+		if !e.Tagged || e.Region != stag || e.Offset != e.TO-0x1000 {
+			t.Errorf("placement %+v: want region %#x at TO-base", e, stag)
+		}
+		placed += int(e.Len)
+		return placed == len(msg)
+	})
+	if got := regionNamed(b.Regions(), "mem").Data[10 : 10+len(msg)]; !bytes.Equal(got, msg) {
+		t.Errorf("drawn bytes %q", got)
+	}
+
+	// Untagged: the Send's MSN picks the receive buffer, MO the offset.
+	rstag, msn, err := b.PostRecv(64)
+	if err != nil || msn != 1 {
+		t.Fatalf("PostRecv: %v, MSN %d", err, msn)
+	}
+	if _, err := a.Send([]byte("a Send cut into several segments"), false, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, b, func(e Event) bool {
+		if e.Kind == "segment-placed" && (e.Tagged || e.Region != rstag || e.Offset != uint64(e.MO)) {
+			t.Errorf("untagged placement %+v: want buffer %#x at MO", e, rstag)
+		}
+		return e.Kind == "completion" && e.Op == "RECV"
+	})
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r := regionNamed(b.Regions(), "receive buffer MSN 1")
+		if r.Filled && bytes.HasPrefix(r.Data, []byte("a Send cut into several segments")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receive buffer %+v", r)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+
+	// A Send with Invalidate invalidates the region at the receiver.
+	if _, _, err := b.PostRecv(64); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send([]byte("bye"), true, stag); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * time.Second)
+	for regionNamed(b.Regions(), "mem").Valid {
+		if time.Now().After(deadline) {
+			t.Fatal("the region is still valid after a Send with Invalidate")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestRegionControls(t *testing.T) {
+	p, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Register("x", 0, 0, "rw"); err == nil {
+		t.Error("a 0-octet region was registered")
+	}
+	if _, err := p.Register("x", 8, 0, "rwx"); err == nil {
+		t.Error("unknown right accepted")
+	}
+	stag, err := p.Register("x", 8, 0x10, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Invalidate(stag); err != nil {
+		t.Fatal(err)
+	}
+	if r := regionNamed(p.Regions(), "x"); r.Valid || r.Access != "local read, remote read" {
+		t.Errorf("after Invalidate: %+v", r)
+	}
+	if err := p.Deregister(stag); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Regions()) != 0 {
+		t.Errorf("regions after Deregister: %+v", p.Regions())
+	}
+	if err := p.Deregister(stag); err == nil {
+		t.Error("a second Deregister succeeded")
+	}
+	_, _, changed := p.Drain()
+	if !changed {
+		t.Error("Drain did not report the region changes")
+	}
+}
