@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,7 +40,8 @@ Reply Frames found (so the capture must hold the connection's start),
 Markers stripped and CRCs checked as negotiated. SCTP: DATA chunks with
 PPID 16 (DDP Segment) and 17 (DDP Stream Session Control), unencrypted: as
 Wireshark exports them after DTLS decryption, or as "iwarp serve --pcap"
-and "iwarp perf --pcap" record them.
+and "iwarp perf --pcap" record them, or in the Wireshark Upper PDU
+records that Wireshark's "Export PDUs to File" writes.
 
 Examples:
 	iwarp dump session.pcap
@@ -472,7 +474,14 @@ func newSCTPDecoder() *sctpDecoder {
 
 // packet decodes one captured packet if it is SCTP.
 func (d *sctpDecoder) packet(p pcapfile.Packet) {
-	src, dst, sctp, ok := ipPayload(p.LinkType, p.Data, 132)
+	var src, dst string
+	var sctp []byte
+	var ok bool
+	if p.LinkType == linkUpperPDU {
+		src, dst, sctp, ok = upperPDU(p.Data)
+	} else {
+		src, dst, sctp, ok = ipPayload(p.LinkType, p.Data, 132)
+	}
 	if !ok || len(sctp) < 12 {
 		return
 	}
@@ -638,6 +647,57 @@ func ipPayload(lt pcapfile.LinkType, b []byte, proto uint8) (string, string, []b
 		return src, dst, b[40 : 40+pl], true
 	}
 	return "", "", nil, false
+}
+
+// linkUpperPDU is LINKTYPE_WIRESHARK_UPPER_PDU: what Wireshark's "Export
+// PDUs to File" writes, for example SCTP packets found inside decrypted
+// DTLS.
+const linkUpperPDU pcapfile.LinkType = 252
+
+// upperPDU decodes an exported PDU: tags (type and length, big-endian,
+// then the value) up to the end-of-options tag, then the PDU. It returns
+// an SCTP packet, with the addresses the tags give.
+func upperPDU(b []byte) (string, string, []byte, bool) {
+	src, dst := "0.0.0.0", "0.0.0.0"
+	proto := ""
+	for {
+		if len(b) < 4 {
+			return "", "", nil, false
+		}
+		tag, n := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if len(b) < 4+n {
+			return "", "", nil, false
+		}
+		v := b[4 : 4+n]
+		b = b[4+n:]
+		switch tag {
+		case 0: // EXP_PDU_TAG_END_OF_OPT
+			if proto != "" && proto != "sctp" {
+				return "", "", nil, false
+			}
+			return src, dst, b, true
+		case 12: // EXP_PDU_TAG_PROTO_NAME
+			proto = strings.TrimRight(string(v), "\x00")
+		case 20, 21: // EXP_PDU_TAG_IPV4_SRC, _DST
+			if n == 4 {
+				a := netip.AddrFrom4([4]byte(v)).String()
+				if tag == 20 {
+					src = a
+				} else {
+					dst = a
+				}
+			}
+		case 22, 23: // EXP_PDU_TAG_IPV6_SRC, _DST
+			if n == 16 {
+				a := netip.AddrFrom16([16]byte(v)).String()
+				if tag == 22 {
+					src = a
+				} else {
+					dst = a
+				}
+			}
+		}
+	}
 }
 
 func ipv6String(b []byte) string {

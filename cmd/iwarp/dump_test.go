@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/netip"
 	"os"
@@ -275,4 +276,51 @@ func TestPcapClientTCP(t *testing.T) {
 		t.Fatalf("client capture: %v", recs)
 	}
 	s.stop()
+}
+
+// The SCTP packets of a recording, rewritten as Wireshark's "Export PDUs
+// to File" writes them (link type 252, tags, then the SCTP packet),
+// decode the same.
+func TestDumpUpperPDU(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sctp.pcap")
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
+	exercise(t, s, linkFlags{})
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapfile.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w, _ := pcapfile.NewWriter(&out, linkUpperPDU)
+	for {
+		p, err := r.Next()
+		if err != nil {
+			break
+		}
+		ip := p.Data
+		tag := func(b []byte, typ uint16, v []byte) []byte {
+			b = binary.BigEndian.AppendUint16(b, typ)
+			b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+			return append(b, v...)
+		}
+		var rec []byte
+		rec = tag(rec, 12, []byte("sctp\x00\x00\x00\x00"))
+		rec = tag(rec, 20, ip[12:16])
+		rec = tag(rec, 21, ip[16:20])
+		rec = tag(rec, 0, nil)
+		rec = append(rec, ip[20:]...)
+		w.WritePacket(p.Time, rec)
+	}
+	upper := filepath.Join(dir, "upper.pcap")
+	os.WriteFile(upper, out.Bytes(), 0o644)
+	a, _ := json.Marshal(dumpJSON(t, file))
+	b, _ := json.Marshal(dumpJSON(t, upper))
+	if !bytes.Equal(a, b) {
+		t.Errorf("upper PDU capture decodes differently:\n%s\n%s", a, b)
+	}
 }
