@@ -32,7 +32,7 @@ const serveUsage = `usage: iwarp serve --listen URL [flags]
 
 A responder for labs and tests. For each connection it registers a memory
 region of --mr-size bytes with remote read and write rights, filled with
-byte(i %% 251), posts --recv-depth receive buffers of --recv-size bytes
+byte(i % 251), posts --recv-depth receive buffers of --recv-size bytes
 (reposting each as it completes), and as soon as the stream runs sends one
 Send whose 16-byte payload advertises the region, big-endian:
 
