@@ -373,7 +373,7 @@ func decodeFPDUs(conn int, s *pcapfile.Stream, start int, o mpa.Options) []dumpR
 		case ferr != nil && (errors.Is(ferr, io.ErrUnexpectedEOF) || errors.Is(ferr, io.EOF)):
 			r.Kind, r.Note = "error", fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+off)
 			recs = append(recs, r)
-			return appendGap(recs, s)
+			return appendGap(recs, conn, s)
 		default:
 			r.CRC = "good"
 		}
@@ -388,13 +388,14 @@ func decodeFPDUs(conn int, s *pcapfile.Stream, start int, o mpa.Options) []dumpR
 			break
 		}
 	}
-	return appendGap(recs, s)
+	return appendGap(recs, conn, s)
 }
 
-func appendGap(recs []dumpRecord, s *pcapfile.Stream) []dumpRecord {
+// appendGap reports octets missing from the capture of a stream.
+func appendGap(recs []dumpRecord, conn int, s *pcapfile.Stream) []dumpRecord {
 	var gap *pcapfile.GapError
 	if errors.As(s.Err, &gap) {
-		recs = append(recs, dumpRecord{Time: s.TimeAt(len(s.Data) - 1), Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(),
+		recs = append(recs, dumpRecord{Time: s.TimeAt(len(s.Data) - 1), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(),
 			Kind: "error", order: len(s.Data),
 			Note: fmt.Sprintf("the capture misses %d bytes at stream offset %d: decoding of this direction stops there", gap.Missing, gap.Offset)})
 	}

@@ -127,6 +127,39 @@ func TestDumpErrors(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "no iWARP traffic") {
 		t.Errorf("plain TCP: exit %d %q", code, stderr)
 	}
+	// A segment missing: the FPDUs before it, then a note.
+	r, err := pcapfile.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gapped bytes.Buffer
+	var gw *pcapfile.Writer
+	for i := 0; ; i++ {
+		p, err := r.Next()
+		if err != nil {
+			break
+		}
+		if gw == nil {
+			gw, _ = pcapfile.NewWriter(&gapped, p.LinkType)
+		}
+		if i != 8 { // the client's second Send
+			gw.WritePacket(p.Time, p.Data)
+		}
+	}
+	gap := filepath.Join(dir, "gap.pcap")
+	os.WriteFile(gap, gapped.Bytes(), 0o644)
+	recs := dumpJSON(t, gap)
+	var kinds []string
+	for _, r := range recs {
+		kinds = append(kinds, r["kind"].(string))
+		if r["kind"] == "error" && (!strings.Contains(r["note"].(string), "misses 40 bytes") || r["conn"] != float64(1)) {
+			t.Errorf("gap reported as %v", r)
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "mpa_request,mpa_reply,fpdu,error,fpdu" {
+		t.Errorf("capture with a gap: %s", got)
+	}
+
 	// Usage.
 	if _, _, code = runIwarp(t, "dump"); code != 2 {
 		t.Errorf("no file: exit %d", code)
