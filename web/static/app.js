@@ -16,8 +16,8 @@ const S = {
   ws: null, myId: 0, tabs: [],
   pc: null, mode: null, remoteId: 0, connected: false, terminated: false,
   wasmReady: false,
-  local: { regions: [], cq: [], el: "local" },
-  remote: { regions: [], cq: [], el: "remote" },
+  local: { regions: [], cqNew: [], el: "local" },
+  remote: { regions: [], cqNew: [], el: "remote" },
   remoteQueue: [],       // batches from the remote peer, drawn next frame
   relayQueue: [],        // this tab's events for a paired tab
   relayRegions: null,
@@ -205,7 +205,7 @@ function fail(why) {
 
 function resetViews(remoteName) {
   S.local.regions = []; S.remote.regions = [];
-  S.local.cq = []; S.remote.cq = [];
+  S.local.cqNew = []; S.remote.cqNew = [];
   S.remoteQueue = []; S.relayQueue = []; S.ladder = []; S.selected = null;
   $("ladder").textContent = "";
   $("local-cq").textContent = ""; $("remote-cq").textContent = "";
@@ -425,7 +425,7 @@ function applyEvents(side, events, now, frag) {
   for (const ev of events) {
     switch (ev.kind) {
       case "segment-sent":
-        frag.push(ladderRow(side, ev));
+        frag.push([side, ev]);
         break;
       case "segment-placed":
         highlight(side, ev, now);
@@ -433,11 +433,11 @@ function applyEvents(side, events, now, frag) {
         S.placedTotal[side.el]++;
         break;
       case "completion":
-        addCQ(side, ev);
+        side.cqNew.push(ev);
         if (side === S.local && ev.op === "RECV" && ev.status === "SUCCESS") noteAdvert();
         break;
       case "terminate":
-        frag.push(ladderRow(side, ev));
+        frag.push([side, ev]);
         showTerminate(side, ev);
         break;
     }
@@ -478,9 +478,16 @@ function frame(now) {
     if (b.regions) { S.remote.regions = b.regions; drawRegions(S.remote); fillStagSelects(); }
     applyEvents(S.remote, b.events || [], now, rows);
   }
+  for (const side of [S.local, S.remote]) {
+    // Only the newest entries are drawn: older ones would be trimmed at once.
+    for (const ev of side.cqNew.slice(-CQ_MAX)) addCQ(side, ev);
+    side.cqNew = [];
+  }
   if (rows.length) {
     const ol = $("ladder");
-    for (const li of rows) ol.append(li);
+    const frag = document.createDocumentFragment();
+    for (const [side, ev] of rows.slice(-LADDER_MAX)) frag.append(ladderRow(side, ev));
+    ol.append(frag);
     while (ol.children.length > LADDER_MAX) ol.firstChild.remove();
     ol.scrollTop = ol.scrollHeight;
   }
@@ -557,11 +564,11 @@ function actWrite() {
 }
 
 // postBurst posts the next Writes of a burst: as many as the send queue
-// takes, at most 200 a frame, so that the page stays responsive.
+// takes, at most 500 a frame, so that the page stays responsive.
 function postBurst(now) {
   const b = S.burst;
   if (!b || !S.connected) { S.burst = null; return; }
-  for (let i = 0; i < 200 && b.left > 0; i++) {
+  for (let i = 0; i < 500 && b.left > 0; i++) {
     const off = (b.done * 4) % Math.max(4, b.reg.len - 4);
     const v = b.done & 0xffff;
     const data = new TextEncoder().encode(String.fromCharCode(65 + (v % 26)) + (v % 1000).toString().padStart(3, "0"));
