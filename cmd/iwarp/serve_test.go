@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
 )
 
 func TestServeUsage(t *testing.T) {
@@ -176,4 +182,60 @@ func TestDialNoLeak(t *testing.T) {
 		}
 		s.stop()
 	}
+}
+
+// A client with no receive posted cannot take the advertisement: its
+// queue pair terminates, and serve reports the peer's Terminate.
+func TestServeRemoteTerminate(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0")
+	ep, _ := parseEndpoint(s.url)
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	cq := dev.NewCompletionQueue(16)
+	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dial(t.Context(), ep, &linkFlags{}, nil, qp, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close(t.Context())
+	s.next("connected")
+	ev := s.next("terminate")
+	wantField(t, ev, "origin", "remote")
+	wantField(t, ev, "layer_name", "DDP")
+	wantField(t, ev, "etype", 2)
+	if name, _ := ev["name"].(string); !strings.HasPrefix(name, "Untagged Buffer Error") {
+		t.Errorf("terminate name %q", name)
+	}
+	s.next("closed")
+	s.stop()
+}
+
+// --cert and --key: the listener presents the given certificate, and a
+// client pinning its fingerprint connects.
+func TestServeSCTPCertFiles(t *testing.T) {
+	cert, err := sctpddp.GenerateCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600)
+	fp, _ := sctpddp.CertificateFingerprint(cert)
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--cert", certFile, "--key", keyFile)
+	if s.fp != fp.String() {
+		t.Fatalf("serve prints fingerprint %s, the certificate's is %s", s.fp, fp)
+	}
+	cl := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+	s.next("connected")
+	cl.close()
+	s.next("closed")
+	s.stop()
 }
