@@ -40,7 +40,9 @@ Reads: up to the negotiated ORD) and prints perftest's columns:
 MB is 2^20 bytes, as in perftest. The time runs from the first operation
 to the peer's answer to a message sent after the last one, so everything
 has landed. Peak is the best rate over any stretch of at least a
-twentieth of the run.
+twentieth of the run; for Write and Send, which complete as fast as the
+sockets buffer them, stretches also start after the first 16 MiB and
+move at least 16 MiB (in shorter runs the peak is the average).
 
 Latency (--lat) prints, in microseconds:
 	#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%

@@ -284,6 +284,11 @@ func (r *perfRun) post(id uint64, size int) error {
 	}
 }
 
+// peakSkip is how many bytes of Writes or Sends a bandwidth test moves
+// before its peak is measured: more than loopback's TCP buffers (or an
+// SCTP send queue and receive window) hold.
+const peakSkip = 16 << 20
+
 type mark struct {
 	t time.Time
 	n int
@@ -368,10 +373,20 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	st.MsgRate = float64(done) / secs / 1e6
 	// Peak: the best rate over any stretch of at least a twentieth of the
 	// run. (A Write or Send completes once the LLP has taken it, so
-	// shorter stretches would measure the socket buffer.)
+	// shorter stretches, or those at the start, would measure the socket
+	// buffers.)
+	// The first peakSkip bytes of Writes and Sends complete as fast as
+	// the sockets take them: they start no stretch, and a stretch moves
+	// at least as much.
+	first := 0
+	if r.o.op != "read" {
+		for first < len(marks) && marks[first].n*size < peakSkip {
+			first++
+		}
+	}
 	span := t1.Sub(t0) / 20
-	for i, j := 0, 0; i < len(marks); i++ {
-		for j < len(marks) && marks[j].t.Sub(marks[i].t) < span {
+	for i, j := first, first; i < len(marks); i++ {
+		for j < len(marks) && (marks[j].t.Sub(marks[i].t) < span || (r.o.op != "read" && (marks[j].n-marks[i].n)*size < peakSkip)) {
 			j++
 		}
 		if j == len(marks) {
