@@ -167,7 +167,7 @@ try {
   await a.uncheck("#unordered"); // this stream: ordered delivery
   await a.click("#connect-tab");
   await expectText(a, "#status", "Connected to tab " + bid, "tab A status");
-  await expectText(a, "#status", ", ordered)", "tab A status");
+  await expectText(a, "#status", "sends ordered)", "tab A status");
   await expectText(b, "#status", "Connected to tab", "tab B status");
   await a.waitForSelector('#remote-regions .region[data-name="Tab memory"]', { timeout: T });
   await a.fill("#w-data", "tab to tab");

@@ -120,17 +120,16 @@ function newPeerConnection(passive, mulpdu) {
   $("terminate").hidden = true;
   const pc = new RTCPeerConnection({ iceServers: [] });
   S.pc = pc;
-  const dc = pc.createDataChannel("iwarp-ddp", {
-    negotiated: true, id: 1, protocol: "iwarp-ddp", ordered: !$("unordered").checked,
-  });
+  const ordered = !$("unordered").checked;
+  const dc = pc.createDataChannel("iwarp-ddp", { negotiated: true, id: 1, protocol: "iwarp-ddp", ordered });
   mulpdu = mulpdu || Number($("mulpdu").value);
   const r = iwarpPeer.connect(dc, { mulpdu, passive }, (err) => {
     if (err) return fail("the DDP Stream Session: " + err);
     S.connected = true;
     setupLocalMemory();
     const who = S.mode === "go" ? "the Go peer" : "tab " + S.remoteId;
-    setStatus("ok", "Connected to " + who + " (MULPDU " + mulpdu + ", " +
-      ($("unordered").checked ? "unordered" : "ordered") + ")");
+    setStatus("ok", "Connected to " + who + " (MULPDU " + mulpdu + ", this tab sends " +
+      (ordered ? "ordered" : "unordered") + ")");
     log("DDP Stream Session up with " + who);
   });
   if (r.error) throw new Error(r.error);
