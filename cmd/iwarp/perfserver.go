@@ -230,6 +230,7 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, wg *sync.Wait
 		if err != nil {
 			return 0, nil, err
 		}
+		actx, cancel := context.WithCancel(context.Background())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -243,12 +244,15 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, wg *sync.Wait
 				cw.Add(1)
 				go func() {
 					defer cw.Done()
+					// A transfer under way ends when the server stops.
+					stop := context.AfterFunc(actx, func() { c.Close() })
+					defer stop()
 					defer c.Close()
 					rawServeTCP(c)
 				}()
 			}
 		}()
-		return uint16(ln.Addr().(*net.TCPAddr).Port), func() { ln.Close() }, nil
+		return uint16(ln.Addr().(*net.TCPAddr).Port), func() { cancel(); ln.Close() }, nil
 	}
 	cfg := *l.sctpConfig
 	cfg.Trace = nil
