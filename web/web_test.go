@@ -1,0 +1,66 @@
+package web
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"testing"
+	"time"
+)
+
+// TestBuildWasm builds the browser peer for js/wasm, as go generate and
+// iwarp demo do, and checks it is a WebAssembly module within the size
+// limit.
+func TestBuildWasm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the wasm binary; not with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	gz, execJS, err := BuildWasm(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
+		t.Errorf("not a WebAssembly module: % x", bin[:min(8, len(bin))])
+	}
+	if len(bin) > MaxWasmSize {
+		t.Errorf("%d octets, over %d", len(bin), MaxWasmSize)
+	}
+	if !bytes.Contains(execJS, []byte("globalThis.Go")) {
+		t.Error("wasm_exec.js does not define Go")
+	}
+	t.Logf("iwarp.wasm: %d octets, %d gzipped", len(bin), len(gz))
+}
+
+func TestEmbeddedPage(t *testing.T) {
+	a, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"index.html", "app.js", "style.css"} {
+		if len(a[name]) == 0 {
+			t.Errorf("%s is not embedded", name)
+		}
+	}
+	// Nothing is fetched from elsewhere: the page works offline.
+	for name, b := range a {
+		if name == WasmGzName {
+			continue
+		}
+		for _, ext := range []string{"http://", "https://", "//cdn"} {
+			if bytes.Contains(b, []byte("src=\""+ext)) || bytes.Contains(b, []byte("href=\""+ext)) {
+				t.Errorf("%s loads something from %s", name, ext)
+			}
+		}
+	}
+}
