@@ -357,3 +357,17 @@ func TestDumpUpperPDU(t *testing.T) {
 		t.Errorf("upper PDU capture decodes differently:\n%s\n%s", a, b)
 	}
 }
+
+// SIGINT stops a recording serve while a client is still connected
+// through the relay, and the capture holds the session so far.
+func TestPcapTCPStopWhileConnected(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "serve.pcap")
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096", "--pcap", file)
+	dialServer(t, s.url, linkFlags{})
+	s.next("connected")
+	s.stop()
+	recs := dumpJSON(t, file)
+	if len(recs) < 3 || recs[0]["kind"] != "mpa_request" {
+		t.Errorf("capture: %v", recs)
+	}
+}

@@ -386,16 +386,16 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 		return err
 	}
 	l.addr = ml.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
 	var peers sync.Map // relay's address at the listener -> the real peer and local addresses
 	if relay != nil {
 		l.addr = relay.Addr()
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			runRelay(relay, ml.Addr().String(), rec, &peers)
+			runRelay(ctx, relay, ml.Addr().String(), rec, &peers)
 		}()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	l.closeFn = func() {
 		cancel()
 		ml.Close()
@@ -439,8 +439,9 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 }
 
 // runRelay accepts TCP connections on relay and joins each to a new
-// connection to inner, recording what crosses.
-func runRelay(relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
+// connection to inner, recording what crosses. When ctx is done (the
+// listener closes) it closes the connections still open.
+func runRelay(ctx context.Context, relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -456,7 +457,7 @@ func runRelay(relay net.Listener, inner string, rec *recorder, peers *sync.Map) 
 		peers.Store(d.LocalAddr().String(), [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
 		tr := rec.tcpConn()
 		tr.bind(c.RemoteAddr(), c.LocalAddr())
-		wg.Add(2)
+		wg.Add(3)
 		var half sync.WaitGroup
 		half.Add(2)
 		pipe := func(dst, src net.Conn, fromClient bool) {
@@ -481,8 +482,11 @@ func runRelay(relay net.Listener, inner string, rec *recorder, peers *sync.Map) 
 		}
 		go pipe(d, c, true)
 		go pipe(c, d, false)
+		stop := context.AfterFunc(ctx, func() { c.Close(); d.Close() })
 		go func() {
+			defer wg.Done()
 			half.Wait()
+			stop()
 			c.Close()
 			d.Close()
 			tr.close()
