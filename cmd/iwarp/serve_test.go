@@ -149,15 +149,21 @@ func TestServeSCTPPSK(t *testing.T) {
 // Two clients at once, then SIGINT with one still connected: serve
 // reports it closed and exits 0.
 func TestServeConcurrentAndSIGINT(t *testing.T) {
-	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096")
-	a := dialServer(t, s.url, linkFlags{})
-	s.next("connected")
-	b := dialServer(t, s.url, linkFlags{})
-	s.next("connected")
-	if a.stag == b.stag {
-		t.Error("two connections share a region")
+	for _, url := range []string{"tcp://127.0.0.1:0", "sctp://127.0.0.1:0"} {
+		s := startServe(t, "--listen", url, "--mr-size", "4096")
+		a := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+		s.next("connected")
+		b := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+		s.next("connected")
+		if a.stag == b.stag {
+			t.Error("two connections share a region")
+		}
+		start := time.Now()
+		s.stop()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: serve took %v to stop", url, d)
+		}
 	}
-	s.stop()
 }
 
 // The client side of endpoint.go (dial, close) leaves no goroutines
