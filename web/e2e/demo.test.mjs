@@ -154,6 +154,48 @@ try {
   await expectText(page, "#status", "Terminated", "status");
   await page.screenshot({ path: join(out, "06-terminate.png"), fullPage: true });
 
+  step("connect again after the Terminate; the other controls");
+  await page.click("#connect-go");
+  await expectText(page, "#status", "Connected to the Go peer", "status after reconnecting");
+  await page.waitForSelector('#remote-regions .region[data-name="Go peer memory"]', { timeout: T });
+  // Hex bytes.
+  await page.selectOption("#w-mode", "hex");
+  await page.fill("#w-data", "de ad be ef");
+  await page.fill("#w-off", "0");
+  await page.click("#do-write");
+  await page.waitForFunction(() => {
+    const c = document.querySelectorAll('#remote-regions .region[data-name="Go peer memory"] .cell');
+    return c.length && c[0].textContent === "de" && c[3].textContent === "ef";
+  }, null, { timeout: T });
+  await page.selectOption("#w-mode", "text");
+  // The Go peer's memory: a new region and a receive buffer.
+  const nRemote = await page.locator("#remote-regions .region").count();
+  await page.click("#go-register");
+  await page.click("#go-recv");
+  await page.waitForFunction((n) => document.querySelectorAll("#remote-regions .region").length === n + 2, nRemote, { timeout: T });
+  // This tab's memory: register, advertise, invalidate, deregister.
+  const nLocal = await page.locator("#local-regions .region").count();
+  await page.fill("#m-len", "32");
+  await page.click("#do-register");
+  await page.waitForFunction((n) => document.querySelectorAll("#local-regions .region").length === n + 1, nLocal, { timeout: T });
+  const tabRegion = await page.evaluate(() => document.querySelector('#local-regions .region[data-name="Tab region"]').dataset.stag);
+  await page.selectOption("#m-stag", tabRegion);
+  await page.click("#do-advertise");
+  await page.waitForFunction(() => [...document.querySelectorAll("#remote-regions .region.recv.filled .textview")]
+    .some((e) => e.textContent.includes("STag 0x")), null, { timeout: T });
+  await page.click("#do-invalidate");
+  await page.waitForSelector(`#local-regions .region.invalid[data-stag="${tabRegion}"]`, { timeout: T });
+  await expectText(page, `#local-regions .region[data-stag="${tabRegion}"] .meta`, "INVALID", "invalid region text");
+  await page.click("#do-deregister");
+  await page.waitForFunction((s) => !document.querySelector(`#local-regions .region[data-stag="${s}"]`), tabRegion, { timeout: T });
+  // Send with Invalidate of the Go peer's second region.
+  const goRegion = await page.evaluate(() => document.querySelector('#remote-regions .region[data-name="Go peer region"]').dataset.stag);
+  await page.selectOption("#s-variant", "inv");
+  await page.selectOption("#s-inv", goRegion);
+  await page.click("#do-send");
+  await page.waitForSelector(`#remote-regions .region.invalid[data-stag="${goRegion}"]`, { timeout: T });
+  await page.screenshot({ path: join(out, "07-controls.png"), fullPage: true });
+
   step("pair two tabs browser to browser and Write between them");
   const a = page;
   await a.click("#disconnect");
@@ -180,8 +222,8 @@ try {
   }, null, { timeout: T });
   const bcells = await cells(b, "local", "Tab memory", 0, 10);
   if (bcells !== "tab␣to␣tab") throw new Error(`tab B's grid: ${JSON.stringify(bcells)}`);
-  await a.screenshot({ path: join(out, "07-tab-a.png"), fullPage: true });
-  await b.screenshot({ path: join(out, "08-tab-b.png"), fullPage: true });
+  await a.screenshot({ path: join(out, "08-tab-a.png"), fullPage: true });
+  await b.screenshot({ path: join(out, "09-tab-b.png"), fullPage: true });
 } catch (e) {
   failures++;
   console.error("FAIL:", e.message);
