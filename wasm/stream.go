@@ -295,7 +295,27 @@ func (s *jsStream) send(ctx context.Context, msg []byte) error {
 	}
 	u8 := js.Global().Get("Uint8Array").New(len(msg))
 	js.CopyBytesToJS(u8, msg)
-	s.dc.Call("send", u8)
+	if err := jsCall(s.dc, "send", u8); err != nil {
+		return fmt.Errorf("data channel %d: %w", s.id, err)
+	}
 	s.next = s.next.Next()
+	return nil
+}
+
+// jsCall calls v's method and returns the exception it throws (send
+// throws InvalidStateError if the channel closes under it, and
+// OperationError if the browser's own send buffer is full) as an error
+// instead of a panic, which would end the program.
+func jsCall(v js.Value, method string, args ...any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if je, ok := r.(js.Error); ok {
+				err = errors.New(je.Error())
+				return
+			}
+			panic(r)
+		}
+	}()
+	v.Call(method, args...)
 	return nil
 }
