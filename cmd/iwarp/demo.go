@@ -76,14 +76,15 @@ type demoServer struct {
 	assets web.Assets
 	log    io.Writer
 
-	mu     sync.Mutex // guards nextID and tabs
-	nextID int
-	tabs   map[int]*demoConn // connected pages, for tab-to-tab pairing
-	wg     sync.WaitGroup    // one per signaling connection
+	mu       sync.Mutex // guards nextID, tabs and watchers
+	nextID   int
+	tabs     map[int]*demoConn    // connected pages, for tab-to-tab pairing
+	watchers map[int]map[int]bool // tab id -> the tabs observing it
+	wg       sync.WaitGroup       // one per signaling connection
 }
 
 func newDemoServer(a web.Assets, log io.Writer) *demoServer {
-	return &demoServer{assets: a, log: log, tabs: map[int]*demoConn{}}
+	return &demoServer{assets: a, log: log, tabs: map[int]*demoConn{}, watchers: map[int]map[int]bool{}}
 }
 
 func (d *demoServer) handler() http.Handler {
@@ -225,7 +226,18 @@ func (d *demoServer) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		d.mu.Lock()
 		delete(d.tabs, c.id)
+		delete(d.watchers, c.id)
+		var watched []int
+		for id, w := range d.watchers {
+			if w[c.id] {
+				delete(w, c.id)
+				watched = append(watched, id)
+			}
+		}
 		d.mu.Unlock()
+		for _, id := range watched {
+			d.tellObservers(context.Background(), id)
+		}
 		c.mu.Lock()
 		gp := c.gp
 		c.gp = nil
@@ -306,6 +318,11 @@ func (d *demoServer) handle(ctx context.Context, c *demoConn, m sigMsg) error {
 			return errors.New("not connected to the Go peer")
 		}
 		return gp.command(m)
+	case "observe":
+		return d.observe(ctx, c, m.To)
+	case "report":
+		d.report(ctx, c, m)
+		return nil
 	case "hangup":
 		c.mu.Lock()
 		gp := c.gp
@@ -317,6 +334,65 @@ func (d *demoServer) handle(ctx context.Context, c *demoConn, m sigMsg) error {
 		return nil
 	}
 	return fmt.Errorf("unknown signaling message type %q", m.Type)
+}
+
+// observe makes c watch tab id (read-only): what that tab reports is
+// passed on to c. id 0 stops watching.
+func (d *demoServer) observe(ctx context.Context, c *demoConn, id int) error {
+	d.mu.Lock()
+	var old []int
+	for tid, w := range d.watchers {
+		if w[c.id] {
+			delete(w, c.id)
+			old = append(old, tid)
+		}
+	}
+	_, ok := d.tabs[id]
+	if ok && id != c.id {
+		if d.watchers[id] == nil {
+			d.watchers[id] = map[int]bool{}
+		}
+		d.watchers[id][c.id] = true
+	}
+	d.mu.Unlock()
+	for _, tid := range old {
+		d.tellObservers(ctx, tid)
+	}
+	if id == 0 {
+		return nil
+	}
+	if !ok || id == c.id {
+		return fmt.Errorf("no tab %d to observe", id)
+	}
+	d.tellObservers(ctx, id)
+	return nil
+}
+
+// tellObservers tells tab id how many tabs observe it, so that it reports
+// its state (in full when the number changes) only while someone watches.
+func (d *demoServer) tellObservers(ctx context.Context, id int) {
+	d.mu.Lock()
+	c := d.tabs[id]
+	n := len(d.watchers[id])
+	d.mu.Unlock()
+	if c != nil {
+		_ = c.send(ctx, sigMsg{Type: "observers", Len: n})
+	}
+}
+
+// report passes a tab's report of its state to the tabs observing it.
+func (d *demoServer) report(ctx context.Context, c *demoConn, m sigMsg) {
+	d.mu.Lock()
+	var to []*demoConn
+	for id := range d.watchers[c.id] {
+		if w := d.tabs[id]; w != nil {
+			to = append(to, w)
+		}
+	}
+	d.mu.Unlock()
+	for _, w := range to {
+		_ = w.send(ctx, sigMsg{Type: "report", From: c.id, Body: m.Body})
+	}
 }
 
 // relay passes a message to another tab, for browser-to-browser pairing.

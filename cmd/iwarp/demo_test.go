@@ -380,3 +380,65 @@ func TestDemoFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoObserve checks the signaling of observe mode: a tab that
+// observes another is counted, and the observed tab's reports reach it;
+// an observer that leaves is uncounted.
+func TestDemoObserve(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := newDemoServer(testAssets(t), io.Discard)
+	srv := httptest.NewServer(d.handler())
+	defer srv.Close()
+	dial := func() (*websocket.Conn, int) {
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws, readUntil(t, ctx, ws, "welcome").ID
+	}
+	target, tid := dial()
+	defer target.CloseNow()
+	watcher, _ := dial()
+	writeMsg(t, ctx, watcher, sigMsg{Type: "observe", To: tid})
+	if m := readUntil(t, ctx, target, "observers"); m.Len != 1 {
+		t.Fatalf("observers: %d, want 1", m.Len)
+	}
+	writeMsg(t, ctx, target, sigMsg{Type: "report", Body: map[string]any{"status": "x"}})
+	if m := readUntil(t, ctx, watcher, "report"); m.From != tid || m.Body["status"] != "x" {
+		t.Errorf("report %+v", m)
+	}
+	writeMsg(t, ctx, watcher, sigMsg{Type: "observe", To: 9999})
+	if m := readUntil(t, ctx, watcher, "error"); !strings.Contains(m.Text, "no tab") {
+		t.Errorf("observing a missing tab: %+v", m)
+	}
+	watcher.CloseNow()
+	if m := readUntil(t, ctx, target, "observers"); m.Len != 0 {
+		t.Errorf("observers after the watcher left: %d", m.Len)
+	}
+}
+
+func writeMsg(t *testing.T, ctx context.Context, ws *websocket.Conn, m sigMsg) {
+	t.Helper()
+	b, _ := json.Marshal(m)
+	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readUntil(t *testing.T, ctx context.Context, ws *websocket.Conn, typ string) sigMsg {
+	t.Helper()
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", typ, err)
+		}
+		var m sigMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Type == typ {
+			return m
+		}
+	}
+}

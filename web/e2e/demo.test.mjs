@@ -8,7 +8,8 @@
 // It connects a tab to the Go peer, does an RDMA Write, an RDMA Read and
 // a Send and checks the grids and completion queues, provokes a bad-STag
 // Write and checks the Terminate, then pairs two tabs browser to browser
-// (ordered delivery this time) and checks a Write between them. Exit status 0 means every check held.
+// (ordered delivery this time) and checks a Write between them, and a
+// third tab observes one of them. Exit status 0 means every check held.
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -227,6 +228,27 @@ try {
   if (bcells !== "tab␣to␣tab") throw new Error(`tab B's grid: ${JSON.stringify(bcells)}`);
   await a.screenshot({ path: join(out, "08-tab-a.png"), fullPage: true });
   await b.screenshot({ path: join(out, "09-tab-b.png"), fullPage: true });
+
+  step("a third tab observes tab A (read-only) and sees its next Write");
+  const c = await ctx.newPage();
+  c.on("pageerror", (e) => console.log("page c error:", e.message));
+  await c.goto(url);
+  const aid = await a.evaluate(() => document.title.replace(/\D+/g, ""));
+  await c.waitForFunction((id) => [...document.querySelectorAll("#tabs option")].some((o) => o.value === id), aid, { timeout: T });
+  await c.selectOption("#tabs", aid);
+  await c.click("#observe-tab");
+  await expectText(c, "#status", "Observing tab " + aid, "observer status");
+  await c.waitForSelector('#remote-regions .region[data-name="Tab memory"]', { timeout: T });
+  if (!(await c.locator("#do-write").isDisabled())) throw new Error("the observer's controls should be disabled");
+  await a.fill("#w-data", "observed!");
+  await a.fill("#w-off", "20");
+  await a.click("#do-write");
+  await c.waitForFunction(() => {
+    const r = document.querySelector('#remote-regions .region[data-name="Tab memory"] .textview');
+    return r && r.textContent.includes("observed!");
+  }, null, { timeout: T });
+  await expectText(c, "#ladder", "RDMA Write", "observer's ladder");
+  await c.screenshot({ path: join(out, "10-observer.png"), fullPage: true });
 } catch (e) {
   failures++;
   console.error("FAIL:", e.message);

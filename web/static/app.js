@@ -28,7 +28,16 @@ const S = {
   placedAt: { local: [], remote: [] }, // placement times in the last second
   placedTotal: { local: 0, remote: 0 },
   lastRate: 0,
+  // Observe mode: tabs watching this one, and the tab this one watches.
+  observers: 0, observing: 0, observeQueue: [],
+  report: null, reportFull: false, lastReport: 0,
 };
+
+function emptyReport() {
+  return { local: { events: [], regions: null }, remote: { events: [], regions: null } };
+}
+S.report = emptyReport();
+const reportKinds = new Set(["segment-sent", "segment-placed", "completion", "terminate"]);
 
 // ---------- log and status ----------
 
@@ -48,7 +57,8 @@ function setStatus(kind, text) {
   const busy = kind === "connecting";
   $("connect-go").disabled = busy || !S.wasmReady;
   $("connect-tab").disabled = busy || !S.wasmReady || !$("tabs").value;
-  $("disconnect").disabled = !S.pc;
+  $("observe-tab").disabled = busy || !$("tabs").value;
+  $("disconnect").disabled = !S.pc && !S.observing;
 }
 
 // ---------- signaling ----------
@@ -93,6 +103,14 @@ function onSignal(m) {
     case "go-events":
       if (S.mode === "go") S.remoteQueue.push({ events: m.events || [], regions: m.regions });
       break;
+    case "observers":
+      S.observers = m.len || 0;
+      S.reportFull = true;
+      if (S.observers) log(S.observers + " tab(s) observing this one");
+      break;
+    case "report":
+      if (S.mode === "observe" && m.from === S.observing && m.body) S.observeQueue.push(m.body);
+      break;
     case "go-log":
       log(m.text);
       break;
@@ -110,12 +128,14 @@ function fillTabs() {
   for (const id of S.tabs) sel.append(new Option("tab " + id, String(id)));
   if (S.tabs.includes(Number(v))) sel.value = v;
   $("connect-tab").disabled = !S.wasmReady || !sel.value;
+  $("observe-tab").disabled = !sel.value;
 }
 
 // ---------- connecting ----------
 
 function newPeerConnection(passive, mulpdu) {
   hangup(false);
+  setObserving(0);
   S.terminated = false;
   $("terminate").hidden = true;
   const pc = new RTCPeerConnection({ iceServers: [] });
@@ -187,6 +207,28 @@ async function acceptTab(m) {
   signal({ type: "answer", to: m.from, sdp: pc.localDescription.sdp });
 }
 
+// setObserving(id) watches tab id read-only (0: stop watching).
+function setObserving(id) {
+  if (S.observing && !id) signal({ type: "observe", to: 0 });
+  S.observing = id;
+  S.observeQueue = [];
+  for (const f of document.querySelectorAll("#controls fieldset")) f.disabled = !!id;
+  if (!id) fillStagSelects();
+}
+
+function observeTab() {
+  const id = Number($("tabs").value);
+  if (!id) return;
+  hangup(true);
+  resetViews("the peer of tab " + id);
+  $("local-sub").textContent = "(tab " + id + ", observed)";
+  S.mode = "observe";
+  setObserving(id);
+  signal({ type: "observe", to: id });
+  setStatus("ok", "Observing tab " + id + " (read-only)");
+  log("Observing tab " + id + ": its memory is drawn on the left, its peer's on the right");
+}
+
 function hangup(tell) {
   if (S.pc) {
     if (tell && S.mode === "go") signal({ type: "hangup" });
@@ -210,6 +252,7 @@ function resetViews(remoteName) {
   $("local-cq").textContent = ""; $("remote-cq").textContent = "";
   $("detail").innerHTML = '<p class="hint">No segment selected.</p>';
   $("remote-sub").textContent = "(" + remoteName + ")";
+  $("local-sub").textContent = "(browser peer, WebAssembly)";
   drawRegions(S.local); drawRegions(S.remote);
   fillStagSelects();
 }
@@ -456,8 +499,12 @@ function noteAdvert() {
 function frame(now) {
   requestAnimationFrame(frame);
   const rows = [];
-  if (S.wasmReady) {
+  if (S.wasmReady && S.mode !== "observe") {
     const d = JSON.parse(iwarpPeer.drain());
+    if (S.observers) {
+      S.report.local.events.push(...(d.events || []).filter((e) => reportKinds.has(e.kind)));
+      if (d.regions) S.report.local.regions = d.regions;
+    }
     if (d.regions) { S.local.regions = d.regions; drawRegions(S.local); fillStagSelects(); }
     applyEvents(S.local, d.events || [], now, rows);
     if (d.dropped) log(d.dropped + " events were not drawn (too many at once)");
@@ -473,6 +520,20 @@ function frame(now) {
   }
   const q = S.remoteQueue;
   S.remoteQueue = [];
+  if (S.observers) {
+    for (const b of q) {
+      S.report.remote.events.push(...(b.events || []).filter((e) => reportKinds.has(e.kind)));
+      if (b.regions) S.report.remote.regions = b.regions;
+    }
+    sendReport(now);
+  }
+  for (const b of S.observeQueue.splice(0)) {
+    if (b.local.regions) { S.local.regions = b.local.regions; drawRegions(S.local); }
+    if (b.remote.regions) { S.remote.regions = b.remote.regions; drawRegions(S.remote); }
+    applyEvents(S.local, b.local.events, now, rows);
+    applyEvents(S.remote, b.remote.events, now, rows);
+    if (b.status) $("status").textContent = "Observing tab " + S.observing + ": " + b.status;
+  }
   for (const b of q) {
     if (b.regions) { S.remote.regions = b.regions; drawRegions(S.remote); fillStagSelects(); }
     applyEvents(S.remote, b.events || [], now, rows);
@@ -507,6 +568,23 @@ function frame(now) {
   for (const [cell, t] of S.hits) {
     if (t <= now) { cell.classList.remove("hit"); S.hits.delete(cell); }
   }
+}
+
+// sendReport passes this tab's state to the tabs observing it, at most
+// every 50 ms; in full (all regions) after the observers changed.
+function sendReport(now) {
+  const r = S.report;
+  const any = r.local.events.length || r.remote.events.length || r.local.regions || r.remote.regions;
+  if (!(any || S.reportFull) || now - S.lastReport < 50) return;
+  if (S.reportFull) {
+    r.local.regions = r.local.regions || S.local.regions;
+    r.remote.regions = r.remote.regions || S.remote.regions;
+    S.reportFull = false;
+  }
+  r.status = $("status").textContent;
+  signal({ type: "report", body: r });
+  S.report = emptyReport();
+  S.lastReport = now;
 }
 
 function fillStagSelects() {
@@ -680,7 +758,12 @@ function wire() {
   });
   on("connect-go", connectGo);
   on("connect-tab", connectTab);
-  on("disconnect", () => { hangup(true); setStatus("idle", "Disconnected"); });
+  on("observe-tab", observeTab);
+  on("disconnect", () => {
+    hangup(true);
+    if (S.observing) { setObserving(0); S.mode = null; }
+    setStatus("idle", "Disconnected");
+  });
   on("do-write", actWrite);
   on("do-read", actRead);
   on("do-burst", actBurst);
@@ -695,7 +778,10 @@ function wire() {
   on("go-invalidate", () => goCmd("invalidate", { stag: Number($("go-stag").value) }));
   on("go-deregister", () => goCmd("deregister", { stag: Number($("go-stag").value) }));
   for (const id of Object.keys(faults)) on(id, faults[id]);
-  $("tabs").addEventListener("change", () => { $("connect-tab").disabled = !S.wasmReady || !$("tabs").value; });
+  $("tabs").addEventListener("change", () => {
+    $("connect-tab").disabled = !S.wasmReady || !$("tabs").value;
+    $("observe-tab").disabled = !$("tabs").value;
+  });
   const ex = $("explain");
   if (localStorage.getItem("iwarp-explained")) ex.open = false;
   ex.addEventListener("toggle", () => { if (!ex.open) localStorage.setItem("iwarp-explained", "1"); });
