@@ -56,6 +56,7 @@ var ErrState = errors.New("mpa: Reader method called out of order")
 // A Reader is not safe for concurrent use.
 type Reader struct {
 	r    io.Reader
+	rv   *vecReader // readv(2) on r, when r is a TCP connection on Linux
 	opts Options
 	max  int // opts.maxULPDU()
 
@@ -87,7 +88,7 @@ func NewReader(r io.Reader, o Options) *Reader {
 // NewReaderSize is NewReader with a buffer of size octets (at least 64).
 func NewReaderSize(r io.Reader, o Options, size int) *Reader {
 	size = max(size, minBufferSize)
-	return &Reader{r: r, opts: o, max: o.maxULPDU(), buf: make([]byte, size)}
+	return &Reader{r: r, rv: newVecReader(r), opts: o, max: o.maxULPDU(), buf: make([]byte, size)}
 }
 
 // Options returns the Reader's options.
@@ -279,7 +280,15 @@ func (r *Reader) body(p []byte) (int, error) {
 		n = min(n, toNextMarker(r.pos))
 	}
 	if r.rd == r.wr && n >= len(r.buf)/4 {
-		m, err := r.direct(p[:n])
+		var m int
+		var err error
+		if r.rv != nil && !r.opts.Markers && n == r.rem {
+			// The piece ends the ULPDU: read what follows it into the
+			// buffer in the same system call.
+			m, err = r.readTail(p[:n])
+		} else {
+			m, err = r.direct(p[:n])
+		}
 		if m > 0 {
 			if r.opts.CRC {
 				r.crc = crcUpdate(r.crc, p[:m])
@@ -378,10 +387,29 @@ func (r *Reader) direct(p []byte) (int, error) {
 	return r.read(p)
 }
 
+// readTail reads into p, which ends the ULPDU, and the octets after it
+// into the (empty) buffer, with one readv(2). It returns how many went
+// into p.
+func (r *Reader) readTail(p []byte) (int, error) {
+	r.rd, r.wr = 0, 0
+	n, err := r.readv(p, r.buf)
+	if n > len(p) {
+		r.wr = n - len(p)
+		n = len(p)
+	}
+	return n, err
+}
+
 // read calls the underlying reader until it returns octets or an error.
 // An error that comes with octets is kept for the next call, so that the
 // octets are used first. Errors become sticky here.
 func (r *Reader) read(p []byte) (int, error) {
+	return r.readv(p, nil)
+}
+
+// readv is read into p and then tail: with readv(2) when tail is not
+// nil, which needs r.rv.
+func (r *Reader) readv(p, tail []byte) (int, error) {
 	for empty := 0; empty < maxEmptyReads; empty++ {
 		if r.rerr != nil {
 			err := r.rerr
@@ -391,8 +419,14 @@ func (r *Reader) read(p []byte) (int, error) {
 			r.err = connLost(err)
 			return 0, r.err
 		}
-		n, err := r.r.Read(p)
-		if n < 0 || n > len(p) {
+		var n int
+		var err error
+		if tail != nil {
+			n, err = r.rv.readv(p, tail)
+		} else {
+			n, err = r.r.Read(p)
+		}
+		if n < 0 || n > len(p)+len(tail) {
 			r.rerr = errors.New("mpa: underlying reader returned an invalid count")
 			continue
 		}
