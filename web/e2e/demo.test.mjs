@@ -11,7 +11,7 @@
 // (ordered delivery this time) and checks a Write between them, and a
 // third tab observes one of them. Exit status 0 means every check held.
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 const url = process.argv[2] || process.env.IWARP_DEMO_URL;
@@ -21,6 +21,7 @@ if (!url) {
   console.error("usage: node demo.test.mjs URL");
   process.exit(2);
 }
+rmSync(out, { recursive: true, force: true }); // only this run's screenshots
 mkdirSync(out, { recursive: true });
 
 const T = 15000;
