@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting, vet, the unit and
-# integration tests with the race detector, the fuzz targets' seed
-# corpora, and the js/wasm build of the core.
+# Runs every test of the project: formatting, vet, the js/wasm build of the
+# core and of the browser peer, all tests with the race detector (the
+# fuzz targets' seed corpora included), tshark's dissection of our traffic,
+# and the browser demo driven in a real Chromium.
 #
 # Tests that need system packages get them here: on a Debian-like machine
 # this installs what is missing (as root, or with sudo); elsewhere it stops
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if ((${#need[@]})); then
 	if command -v apt-get >/dev/null 2>&1; then
 		sudo=""
@@ -23,6 +27,10 @@ if ((${#need[@]})); then
 		exit 1
 	fi
 fi
+if [ ! -d web/e2e/node_modules ]; then
+	echo "installing the browser test's Node modules (playwright-core)..."
+	(cd web/e2e && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -34,9 +42,11 @@ fi
 
 echo "== go vet"
 go vet ./...
+GOOS=js GOARCH=wasm go vet ./ddp/... ./rdmap/... ./term/... ./trace/... ./wasm/...
 
-echo "== js/wasm build of the core"
+echo "== js/wasm builds: the core, and the browser peer (go generate ./web)"
 GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./term/... ./trace/...
+go generate ./web
 
 echo "== go test -race"
 go test -race -count=1 -timeout 10m ./...
