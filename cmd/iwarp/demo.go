@@ -46,11 +46,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "between the browser and a Go peer, or between two browser tabs.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))

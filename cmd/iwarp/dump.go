@@ -70,11 +70,8 @@ func runDump(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usagef("want one capture FILE (try: iwarp dump -h)")

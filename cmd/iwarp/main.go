@@ -75,6 +75,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// parseFlags parses a subcommand's flags. -h prints the command's usage
+// (fs.Usage) and returns flag.ErrHelp; a bad flag is a usage error, one
+// line, without the usage text the flag package would print.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return err
+	case err != nil:
+		return usagef("%v", err)
+	}
+	return nil
+}
+
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: iwarp COMMAND [flags]")
 	fmt.Fprintln(w)

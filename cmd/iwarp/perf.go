@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -120,11 +119,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print one JSON result")
 	fs.IntVar(&o.depth, "depth", 128, "bandwidth: operations outstanding at once")
 	o.link.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))

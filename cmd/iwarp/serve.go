@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -101,11 +100,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.recvSize, "recv-size", 65536, "bytes of each receive buffer")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout")
 	o.link.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
