@@ -50,3 +50,6 @@ go generate ./web
 
 echo "== go test -race"
 go test -race -count=1 -timeout 10m ./...
+
+echo "== the browser demo without the race detector: 1,000 placements a second"
+go test -count=1 -timeout 5m -run 'TestDemoInBrowser' ./cmd/iwarp
