@@ -41,10 +41,10 @@ func benchPair(b *testing.B, crc bool, qcfg rdmap.QPConfig) (*peer, *peer) {
 			acc <- nil
 			return
 		}
-		c, _ := r.Accept(p.qp, nil)
+		c, _ := r.Accept(p.QP, nil)
 		acc <- c
 	}()
-	if _, err := Dial(context.Background(), "tcp", l.Addr().String(), a.qp, &cfg); err != nil {
+	if _, err := Dial(context.Background(), "tcp", l.Addr().String(), a.QP, &cfg); err != nil {
 		b.Fatal(err)
 	}
 	if <-acc == nil {
@@ -194,9 +194,9 @@ func BenchmarkWrite64K(b *testing.B) {
 		b.Run(crcName(crc), func(b *testing.B) {
 			x, y := benchPair(b, crc, rdmap.QPConfig{SendDepth: 64, RecvDepth: 4})
 			w := newWaiter(b)
-			target := y.reg(b, benchMsg, rdmap.RemoteWrite)
-			rbuf := y.reg(b, 8, rdmap.LocalWrite)
-			src := x.reg(b, benchMsg, 0)
+			target := y.Reg(b, benchMsg, rdmap.RemoteWrite)
+			rbuf := y.Reg(b, 8, rdmap.LocalWrite)
+			src := x.Reg(b, benchMsg, 0)
 			wr := rdmap.WriteWR{SGL: []rdmap.SGE{{MR: src, Length: benchMsg}}, RemoteSTag: target.STag()}
 			send := rdmap.SendWR{ID: 99, Unsignaled: true}
 			recv := rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 8}}}
@@ -205,13 +205,13 @@ func BenchmarkWrite64K(b *testing.B) {
 					if !errors.Is(err, rdmap.ErrSendQueue) {
 						b.Fatal(err)
 					}
-					w.wait(x.scq)
+					w.wait(x.SCQ)
 				}
 			}
-			postWrite := func() error { return x.qp.PostWrite(wr) }
-			postSend := func() error { return x.qp.PostSend(send) }
+			postWrite := func() error { return x.QP.PostWrite(wr) }
+			postSend := func() error { return x.QP.PostSend(send) }
 			mpa := func(n int) time.Duration {
-				if err := y.qp.PostRecv(recv); err != nil {
+				if err := y.QP.PostRecv(recv); err != nil {
 					b.Fatal(err)
 				}
 				start := time.Now()
@@ -222,12 +222,12 @@ func BenchmarkWrite64K(b *testing.B) {
 				// A Send after the Writes: once it is delivered, every
 				// Write has been placed (RFC 5040 §5.5 rule 10).
 				post(postSend)
-				w.wait(y.rcq)
+				w.wait(y.RCQ)
 				d := time.Since(start)
 				// Drain the Writes' completions, so the send queue
 				// starts each round empty.
 				var cs [64]rdmap.Completion
-				for x.scq.Poll(cs[:]) > 0 {
+				for x.SCQ.Poll(cs[:]) > 0 {
 				}
 				return d
 			}
@@ -249,8 +249,8 @@ func BenchmarkRead64K(b *testing.B) {
 		b.Run(crcName(crc), func(b *testing.B) {
 			x, y := benchPair(b, crc, rdmap.QPConfig{SendDepth: 64, IRD: 16, ORD: 16})
 			w := newWaiter(b)
-			src := y.reg(b, benchMsg, rdmap.RemoteRead)
-			sink := x.reg(b, benchMsg, rdmap.LocalWrite)
+			src := y.Reg(b, benchMsg, rdmap.RemoteRead)
+			sink := x.Reg(b, benchMsg, rdmap.LocalWrite)
 			wr := rdmap.ReadWR{Local: rdmap.SGE{MR: sink, Length: benchMsg}, RemoteSTag: src.STag()}
 			mpa := func(n int) time.Duration {
 				start := time.Now()
@@ -260,11 +260,11 @@ func BenchmarkRead64K(b *testing.B) {
 					if out == 16 {
 						// Reads complete in order: once the oldest
 						// signaled one has, at most 8 are outstanding.
-						w.wait(x.scq)
+						w.wait(x.SCQ)
 						signaled--
 						out -= 8
 					}
-					if err := x.qp.PostRead(wr); err != nil {
+					if err := x.QP.PostRead(wr); err != nil {
 						b.Fatal(err)
 					}
 					out++
@@ -273,7 +273,7 @@ func BenchmarkRead64K(b *testing.B) {
 					}
 				}
 				for ; signaled > 0; signaled-- {
-					w.wait(x.scq)
+					w.wait(x.SCQ)
 				}
 				return time.Since(start)
 			}
@@ -292,39 +292,39 @@ func BenchmarkRead64K(b *testing.B) {
 func BenchmarkSendPingPong64(b *testing.B) {
 	x, y := benchPair(b, true, rdmap.QPConfig{})
 	w := newWaiter(b)
-	xs, ys := x.reg(b, 64, 0), y.reg(b, 64, 0)
-	xr, yr := x.reg(b, 64, rdmap.LocalWrite), y.reg(b, 64, rdmap.LocalWrite)
+	xs, ys := x.Reg(b, 64, 0), y.Reg(b, 64, 0)
+	xr, yr := x.Reg(b, 64, rdmap.LocalWrite), y.Reg(b, 64, rdmap.LocalWrite)
 	xrecv := rdmap.RecvWR{SGL: []rdmap.SGE{{MR: xr, Length: 64}}}
 	yrecv := rdmap.RecvWR{SGL: []rdmap.SGE{{MR: yr, Length: 64}}}
 	xsend := rdmap.SendWR{SGL: []rdmap.SGE{{MR: xs, Length: 64}}, Unsignaled: true}
 	ysend := rdmap.SendWR{SGL: []rdmap.SGE{{MR: ys, Length: 64}}, Unsignaled: true}
 	for i := 0; i < 8; i++ {
-		if err := x.qp.PostRecv(xrecv); err != nil {
+		if err := x.QP.PostRecv(xrecv); err != nil {
 			b.Fatal(err)
 		}
-		if err := y.qp.PostRecv(yrecv); err != nil {
+		if err := y.QP.PostRecv(yrecv); err != nil {
 			b.Fatal(err)
 		}
 	}
 	go func() {
 		// The responder echoes every Send.
 		for {
-			c, err := y.rcq.Wait(w.ctx)
+			c, err := y.RCQ.Wait(w.ctx)
 			if err != nil || c.Status != rdmap.StatusSuccess {
 				return
 			}
-			y.qp.PostRecv(yrecv)
-			y.qp.PostSend(ysend)
+			y.QP.PostRecv(yrecv)
+			y.QP.PostSend(ysend)
 		}
 	}()
 	mpa := func(n int) time.Duration {
 		start := time.Now()
 		for i := 0; i < n; i++ {
-			if err := x.qp.PostSend(xsend); err != nil {
+			if err := x.QP.PostSend(xsend); err != nil {
 				b.Fatal(err)
 			}
-			w.wait(x.rcq)
-			if err := x.qp.PostRecv(xrecv); err != nil {
+			w.wait(x.RCQ)
+			if err := x.QP.PostRecv(xrecv); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -12,54 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 )
 
-type peer struct {
-	dev      *rdmap.Device
-	pd       *rdmap.ProtectionDomain
-	scq, rcq *rdmap.CompletionQueue
-	qp       *rdmap.QueuePair
-}
+type peer = rdmaptest.Peer
 
-func newPeer(t testing.TB, cfg rdmap.QPConfig) *peer {
-	p := &peer{dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
-	p.pd = p.dev.NewProtectionDomain()
-	p.scq, p.rcq = p.dev.NewCompletionQueue(1024), p.dev.NewCompletionQueue(1024)
-	cfg.SendCQ, cfg.RecvCQ = p.scq, p.rcq
-	qp, err := p.pd.NewQueuePair(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.qp = qp
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		qp.Close(ctx)
-	})
-	return p
-}
+func newPeer(t testing.TB, cfg rdmap.QPConfig) *peer { return rdmaptest.NewPeer(t, cfg) }
 
-func (p *peer) reg(t testing.TB, n int, a rdmap.Access) *rdmap.MemoryRegion {
-	mr, err := p.pd.RegisterMemory(make([]byte, n), 0, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mr
-}
-
-func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := cq.Wait(ctx)
-	if err != nil {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("no completion: %v\n%s", err, buf[:runtime.Stack(buf, true)])
-	}
-	return c
-}
+func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion { return rdmaptest.Wait(t, cq) }
 
 func tctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -105,10 +67,10 @@ func connectPair(t *testing.T, lcfg, dcfg Config, a, b *peer) (*Conn, *Conn) {
 			ch <- res{nil, fmt.Errorf("private data %q", r.PrivateData)}
 			return
 		}
-		c, err := r.Accept(b.qp, lcfg.PrivateData)
+		c, err := r.Accept(b.QP, lcfg.PrivateData)
 		ch <- res{c, err}
 	}()
-	ac, err := Dial(tctx(t), "tcp", l.Addr().String(), a.qp, &dcfg)
+	ac, err := Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +84,7 @@ func connectPair(t *testing.T, lcfg, dcfg Config, a, b *peer) (*Conn, *Conn) {
 	return ac, rr.c
 }
 
-func fillp(b []byte, seed byte) []byte {
-	for i := range b {
-		b[i] = seed + byte(i*11)
-	}
-	return b
-}
+func fillp(b []byte, seed byte) []byte { return rdmaptest.Fill(b, seed) }
 
 // Every RDMAP operation over real loopback TCP, for every revision, CRC
 // and Marker setting.
@@ -146,59 +103,10 @@ func TestConnAllOperations(t *testing.T) {
 					if na.CRC != crc || nb.CRC != crc || na.MarkersTx != markers || na.MarkersRx != markers || na.Revision != rev || nb.Revision != rev {
 						t.Fatalf("negotiated %+v / %+v", na, nb)
 					}
-					exercise(t, a, b)
+					rdmaptest.Exercise(t, a, b)
 				})
 			}
 		}
-	}
-}
-
-func exercise(t *testing.T, a, b *peer) {
-	t.Helper()
-	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
-	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
-	for i := 0; i < 3; i++ {
-		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
-	}
-	inv := b.reg(t, 64, rdmap.RemoteWrite)
-	src := a.reg(t, 1<<20, 0)
-	fillp(src.Bytes(), 5)
-	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0x42}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 4, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 6, Solicited: true, Invalidate: true, InvalidateSTag: inv.STag()}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 7, SGL: []rdmap.SGE{{MR: src, Length: 1}}}))
-	for i := 1; i <= 7; i++ {
-		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
-			t.Fatalf("completion %d: %+v", i, c)
-		}
-	}
-	for i := 0; i < 3; i++ {
-		c := waitC(t, b.rcq)
-		if c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
-			t.Fatalf("receive %d: %+v", i, c)
-		}
-	}
-	if !bytes.Equal(target.Bytes(), src.Bytes()) || !bytes.Equal(sink.Bytes(), src.Bytes()) {
-		t.Fatal("bytes differ")
-	}
-	// The responder sends too: a Send back to the initiator.
-	abuf := a.reg(t, 16, rdmap.LocalWrite)
-	a.qp.PostRecv(rdmap.RecvWR{ID: 9, SGL: []rdmap.SGE{{MR: abuf, Length: 16}}})
-	bsrc := b.reg(t, 16, 0)
-	copy(bsrc.Bytes(), "pong")
-	must(b.qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: bsrc, Length: 4}}}))
-	if c := waitC(t, a.rcq); c.WRID != 9 || string(abuf.Bytes()[:4]) != "pong" {
-		t.Fatalf("%+v", c)
 	}
 }
 
@@ -216,7 +124,7 @@ func TestConnReject(t *testing.T) {
 		}
 	}()
 	a := newPeer(t, rdmap.QPConfig{})
-	_, err = Dial(tctx(t), "tcp", l.Addr().String(), a.qp, &Config{})
+	_, err = Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &Config{})
 	var re *RejectedError
 	if !errors.As(err, &re) || string(re.PrivateData) != "go away" || re.Enhanced == nil || re.Enhanced.IRD != 2 || re.Enhanced.ORD != 3 {
 		t.Fatalf("Dial = %v", err)
@@ -229,10 +137,10 @@ func TestConnIRDORD(t *testing.T) {
 	a := newPeer(t, rdmap.QPConfig{IRD: 4, ORD: 16})
 	b := newPeer(t, rdmap.QPConfig{IRD: 2, ORD: 8})
 	ac, bc := connectPair(t, Config{}, Config{}, a, b)
-	if _, ord := a.qp.ReadLimits(); ord != 2 {
+	if _, ord := a.QP.ReadLimits(); ord != 2 {
 		t.Fatalf("initiator ORD %d, want the responder's IRD 2", ord)
 	}
-	if _, ord := b.qp.ReadLimits(); ord != 4 {
+	if _, ord := b.QP.ReadLimits(); ord != 4 {
 		t.Fatalf("responder ORD %d, want the initiator's IRD 4", ord)
 	}
 	if !ac.Negotiated().PeerToPeer || ac.Negotiated().RTR != "write" || !bc.Negotiated().PeerToPeer {
@@ -267,7 +175,7 @@ func listenFor(t *testing.T, cfg Config) (*Listener, chan *Conn, *peer) {
 			close(ch)
 			return
 		}
-		c, _ := r.Accept(b.qp, nil)
+		c, _ := r.Accept(b.QP, nil)
 		ch <- c
 	}()
 	return l, ch, b
@@ -366,8 +274,8 @@ func TestResponderWaitsForFirstFPDU(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ch
-	src := b.reg(t, 8, 0)
-	if err := b.qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 8}}}); err != nil {
+	src := b.Reg(t, 8, 0)
+	if err := b.QP.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 8}}}); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
@@ -408,8 +316,8 @@ func TestFullOperationErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t)
 			l, ch, b := listenFor(t, Config{})
-			rbuf := b.reg(t, 64, rdmap.LocalWrite)
-			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			rbuf := b.Reg(t, 64, rdmap.LocalWrite)
+			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
 			c := rawDial(t, l.Addr().String())
 			c.Write((&Frame{Rev: 1, CRC: true}).Append(nil))
 			if _, err := ReadFrame(c); err != nil {
@@ -434,11 +342,11 @@ func TestFullOperationErrors(t *testing.T) {
 				t.Fatalf("terminate % x: %v", ulpdu, err)
 			}
 			expectClosed(t, c)
-			if w := waitC(t, b.rcq); w.Status != rdmap.StatusWRFlushErr {
+			if w := waitC(t, b.RCQ); w.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("%+v", w)
 			}
-			if !errors.Is(b.qp.Err(), tc.want) || !bytes.Equal(rbuf.Bytes(), make([]byte, 64)) {
-				t.Fatal(b.qp.Err())
+			if !errors.Is(b.QP.Err(), tc.want) || !bytes.Equal(rbuf.Bytes(), make([]byte, 64)) {
+				t.Fatal(b.QP.Err())
 			}
 			conn.Close()
 		})
@@ -453,8 +361,8 @@ func TestPeerDisconnects(t *testing.T) {
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
 			noLeaks(t)
 			l, ch, b := listenFor(t, Config{NoCRC: true})
-			rbuf := b.reg(t, 64, rdmap.LocalWrite)
-			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			rbuf := b.Reg(t, 64, rdmap.LocalWrite)
+			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
 			c := rawDial(t, l.Addr().String())
 			c.Write((&Frame{Rev: 1}).Append(nil))
 			ReadFrame(c)
@@ -464,11 +372,11 @@ func TestPeerDisconnects(t *testing.T) {
 			c.Write(f[:cut])
 			time.Sleep(50 * time.Millisecond)
 			c.Close()
-			if w := waitC(t, b.rcq); w.Status != rdmap.StatusWRFlushErr {
+			if w := waitC(t, b.RCQ); w.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("%+v", w)
 			}
-			if !errors.Is(b.qp.Err(), term.MPAConnectionLost) {
-				t.Fatal(b.qp.Err())
+			if !errors.Is(b.QP.Err(), term.MPAConnectionLost) {
+				t.Fatal(b.QP.Err())
 			}
 		})
 	}
@@ -489,7 +397,7 @@ func TestDialTimeout(t *testing.T) {
 	}()
 	a := newPeer(t, rdmap.QPConfig{})
 	start := time.Now()
-	_, err = Dial(context.Background(), "tcp", ln.Addr().String(), a.qp, &Config{HandshakeTimeout: 200 * time.Millisecond})
+	_, err = Dial(context.Background(), "tcp", ln.Addr().String(), a.QP, &Config{HandshakeTimeout: 200 * time.Millisecond})
 	if err == nil || time.Since(start) > time.Second {
 		t.Fatalf("Dial = %v after %v", err, time.Since(start))
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -47,7 +48,7 @@ func TestConnTLS(t *testing.T) {
 	srv, cli := testTLS(t)
 	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
 	connectPair(t, Config{TLS: srv}, Config{TLS: cli}, a, b)
-	exercise(t, a, b)
+	rdmaptest.Exercise(t, a, b)
 
 	l, err := Listen("tcp", "127.0.0.1:0", &Config{TLS: srv})
 	if err != nil {
@@ -55,7 +56,7 @@ func TestConnTLS(t *testing.T) {
 	}
 	defer l.Close()
 	c := newPeer(t, rdmap.QPConfig{})
-	if _, err := Dial(tctx(t), "tcp", l.Addr().String(), c.qp, &Config{TLS: &tls.Config{ServerName: "127.0.0.1"}}); err == nil {
+	if _, err := Dial(tctx(t), "tcp", l.Addr().String(), c.QP, &Config{TLS: &tls.Config{ServerName: "127.0.0.1"}}); err == nil {
 		t.Fatal("connected to an untrusted server")
 	}
 }

@@ -42,12 +42,12 @@ func TestTsharkTransport(t *testing.T) {
 					acc <- nil
 					return
 				}
-				c, _ := r.Accept(b.qp, []byte("srv"))
+				c, _ := r.Accept(b.QP, []byte("srv"))
 				acc <- c
 			}()
 			cfg := tc.cfg
 			cfg.PrivateData = []byte("cli")
-			ac, err := Dial(tctx(t), "tcp4", l.Addr().String(), a.qp, &cfg)
+			ac, err := Dial(tctx(t), "tcp4", l.Addr().String(), a.QP, &cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,12 +55,12 @@ func TestTsharkTransport(t *testing.T) {
 			<-acc
 			clientPort := fmt.Sprint(ac.LocalAddr().(*net.TCPAddr).Port)
 
-			target, _ := b.pd.RegisterMemory(make([]byte, 8192), 0x10000, rdmap.RemoteWrite|rdmap.RemoteRead)
-			rbuf := b.reg(t, 256, rdmap.LocalWrite)
-			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 256}}})
-			src := a.reg(t, 8192, 0)
+			target, _ := b.PD.RegisterMemory(make([]byte, 8192), 0x10000, rdmap.RemoteWrite|rdmap.RemoteRead)
+			rbuf := b.Reg(t, 256, rdmap.LocalWrite)
+			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 256}}})
+			src := a.Reg(t, 8192, 0)
 			fillp(src.Bytes(), 1)
-			sink, _ := a.pd.RegisterMemory(make([]byte, 4096), 0x77000, rdmap.LocalWrite)
+			sink, _ := a.PD.RegisterMemory(make([]byte, 4096), 0x77000, rdmap.LocalWrite)
 			// One operation at a time, so that each FPDU has its own TCP
 			// segment (Wireshark's Marker support needs that).
 			must := func(err error) {
@@ -69,16 +69,16 @@ func TestTsharkTransport(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 3000}}, RemoteSTag: target.STag(), RemoteTO: 0x10100}))
-			waitC(t, a.scq)
-			must(a.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Offset: 0x10, Length: 2000}, RemoteSTag: target.STag(), RemoteTO: 0x10100}))
-			waitC(t, a.scq)
-			must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 100}}}))
-			waitC(t, a.scq)
-			waitC(t, b.rcq)
-			must(a.qp.PostWrite(rdmap.WriteWR{ID: 4, SGL: []rdmap.SGE{{MR: src, Length: 16}}, RemoteSTag: 0x00bad000, RemoteTO: 0}))
-			waitC(t, a.scq)
-			<-a.qp.Terminated()
+			must(a.QP.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 3000}}, RemoteSTag: target.STag(), RemoteTO: 0x10100}))
+			waitC(t, a.SCQ)
+			must(a.QP.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Offset: 0x10, Length: 2000}, RemoteSTag: target.STag(), RemoteTO: 0x10100}))
+			waitC(t, a.SCQ)
+			must(a.QP.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 100}}}))
+			waitC(t, a.SCQ)
+			waitC(t, b.RCQ)
+			must(a.QP.PostWrite(rdmap.WriteWR{ID: 4, SGL: []rdmap.SGE{{MR: src, Length: 16}}, RemoteSTag: 0x00bad000, RemoteTO: 0}))
+			waitC(t, a.SCQ)
+			<-a.QP.Terminated()
 			capt.finish()
 
 			var fp []fpduView

@@ -237,11 +237,11 @@ func newRDMAWriteMover(b *testing.B, mtu uint32, tune func(*Config)) *rdmaWriteM
 	go func() {
 		r, err := sa.Accept(ctx)
 		if err == nil {
-			_, err = r.Accept(y.qp, SessionConfig{})
+			_, err = r.Accept(y.QP, SessionConfig{})
 		}
 		errc <- err
 	}()
-	if _, err := Connect(ctx, client, 1, x.qp, SessionConfig{}); err != nil {
+	if _, err := Connect(ctx, client, 1, x.QP, SessionConfig{}); err != nil {
 		b.Fatal(err)
 	}
 	if err := <-errc; err != nil {
@@ -253,16 +253,16 @@ func newRDMAWriteMover(b *testing.B, mtu uint32, tune func(*Config)) *rdmaWriteM
 // newRDMAWriteMoverOn moves RDMA Writes from x to y, whose queue pairs are
 // in a session.
 func newRDMAWriteMoverOn(b *testing.B, x, y *peer) *rdmaWriteMover {
-	target := y.reg(b, benchMessage, rdmap.RemoteWrite)
-	src := x.reg(b, benchMessage, 0)
+	target := y.Reg(b, benchMessage, rdmap.RemoteWrite)
+	src := x.Reg(b, benchMessage, 0)
 	fillp(src.Bytes(), 5)
 	m := &rdmaWriteMover{
 		src:  x,
 		dst:  y,
 		wr:   rdmap.WriteWR{SGL: []rdmap.SGE{{MR: src, Length: benchMessage}}, RemoteSTag: target.STag()},
-		recv: rdmap.RecvWR{SGL: []rdmap.SGE{{MR: y.reg(b, 16, rdmap.LocalWrite), Length: 16}}},
+		recv: rdmap.RecvWR{SGL: []rdmap.SGE{{MR: y.Reg(b, 16, rdmap.LocalWrite), Length: 16}}},
 	}
-	if err := y.qp.PostRecv(m.recv); err != nil {
+	if err := y.QP.PostRecv(m.recv); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
@@ -291,13 +291,13 @@ func BenchmarkDataChannelRDMAWrite(b *testing.B) {
 				r, err := ReadInitiate(ctx, sb, 5*time.Second)
 				if err == nil {
 					var s *Session
-					if s, err = r.Accept(y.qp, SessionConfig{}); err == nil {
+					if s, err = r.Accept(y.QP, SessionConfig{}); err == nil {
 						b.Cleanup(func() { s.Close() })
 					}
 				}
 				errc <- err
 			}()
-			s, err := ConnectStream(ctx, sa, x.qp, SessionConfig{})
+			s, err := ConnectStream(ctx, sa, x.QP, SessionConfig{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func (m *rdmaWriteMover) post(b *testing.B, post func() error) {
 }
 
 func (m *rdmaWriteMover) reap(b *testing.B) {
-	if c := waitC(b, m.src.scq); c.Status != rdmap.StatusSuccess {
+	if c := waitC(b, m.src.SCQ); c.Status != rdmap.StatusSuccess {
 		b.Fatalf("write completion %+v", c)
 	}
 	m.pending--
@@ -336,16 +336,16 @@ func (m *rdmaWriteMover) move(b *testing.B, n int) {
 	for range n {
 		m.posted++
 		m.wr.Unsignaled = m.posted%16 != 0
-		m.post(b, func() error { return m.src.qp.PostWrite(m.wr) })
+		m.post(b, func() error { return m.src.QP.PostWrite(m.wr) })
 		if !m.wr.Unsignaled {
 			m.pending++
 		}
 	}
-	m.post(b, func() error { return m.src.qp.PostSend(rdmap.SendWR{Unsignaled: true}) })
-	if c := waitC(b, m.dst.rcq); c.Status != rdmap.StatusSuccess {
+	m.post(b, func() error { return m.src.QP.PostSend(rdmap.SendWR{Unsignaled: true}) })
+	if c := waitC(b, m.dst.RCQ); c.Status != rdmap.StatusSuccess {
 		b.Fatalf("receive completion %+v", c)
 	}
-	if err := m.dst.qp.PostRecv(m.recv); err != nil {
+	if err := m.dst.QP.PostRecv(m.recv); err != nil {
 		b.Fatal(err)
 	}
 	for m.pending > 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
@@ -103,10 +104,10 @@ func dataChannelSessionPair(t *testing.T, sa, sb *DataChannelStream, a, b *peer)
 			ch <- res{nil, errors.New("unexpected request")}
 			return
 		}
-		s, err := r.Accept(b.qp, SessionConfig{PrivateData: []byte("welcome")})
+		s, err := r.Accept(b.QP, SessionConfig{PrivateData: []byte("welcome")})
 		ch <- res{s, err}
 	}()
-	cs, err := ConnectStream(ctx, sa, a.qp, SessionConfig{PrivateData: []byte("hello")})
+	cs, err := ConnectStream(ctx, sa, a.QP, SessionConfig{PrivateData: []byte("hello")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,53 +132,7 @@ func TestDataChannelSessionAllOperations(t *testing.T) {
 	}
 	a, b := newPeer(t, nil), newPeer(t, nil)
 	dataChannelSessionPair(t, sa, sb, a, b)
-
-	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
-	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
-	for i := 0; i < 4; i++ {
-		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
-	}
-	inv := b.reg(t, 64, rdmap.RemoteWrite)
-	src := a.reg(t, 1<<20, 0)
-	fillp(src.Bytes(), 11)
-	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
-
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0xdeadbeef}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 4, Solicited: true}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 6, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 7, Invalidate: true, InvalidateSTag: inv.STag(), SGL: []rdmap.SGE{{MR: src, Length: 10}}}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag()}))
-	for i := 1; i <= 8; i++ {
-		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
-			t.Fatalf("completion %d: %+v", i, c)
-		}
-	}
-	if !bytes.Equal(sink.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
-		t.Fatal("bytes differ after Write and Read")
-	}
-	want := []struct {
-		n     uint32
-		flags uint8
-		inv   uint32
-	}{{1000, 0, 0}, {0, rdmap.FlagSolicited, 0}, {10, rdmap.FlagInvalidated, inv.STag()}, {0, rdmap.FlagInvalidated | rdmap.FlagSolicited, target.STag()}}
-	for i, w := range want {
-		c := waitC(t, b.rcq)
-		if c.WRID != uint64(i) || c.ByteLen != w.n || c.Flags != w.flags || c.InvalidatedSTag != w.inv {
-			t.Fatalf("receive %d: %+v", i, c)
-		}
-	}
-	if !bytes.Equal(rbuf.Bytes()[:1000], src.Bytes()[:1000]) {
-		t.Fatal("send bytes differ")
-	}
+	rdmaptest.Exercise(t, a, b)
 }
 
 // Closing a PeerConnection ends both sessions: every posted work request
@@ -190,9 +145,9 @@ func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
 			a, b := newPeer(t, nil), newPeer(t, nil)
 			dataChannelSessionPair(t, sa, sb, a, b)
 			for _, p := range []*peer{a, b} {
-				rbuf := p.reg(t, 64, rdmap.LocalWrite)
+				rbuf := p.Reg(t, 64, rdmap.LocalWrite)
 				for i := 0; i < 3; i++ {
-					if err := p.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}}); err != nil {
+					if err := p.QP.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -206,12 +161,12 @@ func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
 			}
 			for _, p := range []*peer{a, b} {
 				for i := 0; i < 3; i++ {
-					if c := waitC(t, p.rcq); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
+					if c := waitC(t, p.RCQ); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
 						t.Fatalf("%+v", c)
 					}
 				}
-				if p.qp.State() != rdmap.StateTerminating {
-					t.Fatal(p.qp.State())
+				if p.QP.State() != rdmap.StateTerminating {
+					t.Fatal(p.QP.State())
 				}
 			}
 			ctx := testCtx(t)

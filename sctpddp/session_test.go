@@ -11,55 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 	"github.com/pion/sctp"
 )
 
-// peer is one side's RDMAP resources.
-type peer struct {
-	dev      *rdmap.Device
-	pd       *rdmap.ProtectionDomain
-	scq, rcq *rdmap.CompletionQueue
-	qp       *rdmap.QueuePair
-}
+type peer = rdmaptest.Peer
 
 func newPeer(t testing.TB, obs trace.Observer) *peer {
-	p := &peer{dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
-	p.pd = p.dev.NewProtectionDomain()
-	p.scq, p.rcq = p.dev.NewCompletionQueue(1024), p.dev.NewCompletionQueue(1024)
-	qp, err := p.pd.NewQueuePair(rdmap.QPConfig{SendCQ: p.scq, RecvCQ: p.rcq, Observer: obs, SendDepth: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.qp = qp
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		qp.Close(ctx)
-	})
-	return p
+	return rdmaptest.NewPeer(t, rdmap.QPConfig{Observer: obs, SendDepth: 256})
 }
 
-func (p *peer) reg(t testing.TB, n int, a rdmap.Access) *rdmap.MemoryRegion {
-	mr, err := p.pd.RegisterMemory(make([]byte, n), 0, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mr
-}
-
-func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := cq.Wait(ctx)
-	if err != nil {
-		t.Fatalf("no completion: %v", err)
-	}
-	return c
-}
+func waitC(t testing.TB, cq *rdmap.CompletionQueue) rdmap.Completion { return rdmaptest.Wait(t, cq) }
 
 // sessionPair connects client and server queue pairs in a DDP Stream
 // Session on stream id of one association.
@@ -81,10 +46,10 @@ func sessionPair(t *testing.T, server, client *Association, sa *SessionAcceptor,
 			ch <- res{nil, errors.New("unexpected request")}
 			return
 		}
-		s, err := r.Accept(b.qp, SessionConfig{PrivateData: []byte("welcome")})
+		s, err := r.Accept(b.QP, SessionConfig{PrivateData: []byte("welcome")})
 		ch <- res{s, err}
 	}()
-	cs, err := Connect(ctx, client, id, a.qp, SessionConfig{PrivateData: []byte("hello")})
+	cs, err := Connect(ctx, client, id, a.QP, SessionConfig{PrivateData: []byte("hello")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +63,7 @@ func sessionPair(t *testing.T, server, client *Association, sa *SessionAcceptor,
 	return cs, r.s
 }
 
-func fillp(b []byte, seed byte) []byte {
-	for i := range b {
-		b[i] = seed + byte(i*13)
-	}
-	return b
-}
+func fillp(b []byte, seed byte) []byte { return rdmaptest.Fill(b, seed) }
 
 // Every RDMAP operation over real DTLS/UDP on loopback.
 func TestSessionAllOperations(t *testing.T) {
@@ -113,53 +73,7 @@ func TestSessionAllOperations(t *testing.T) {
 	sa := server.Sessions(0)
 	a, b := newPeer(t, nil), newPeer(t, nil)
 	sessionPair(t, server, client, sa, 1, a, b)
-
-	target := b.reg(t, 1<<20, rdmap.RemoteWrite|rdmap.RemoteRead)
-	rbuf := b.reg(t, 4096, rdmap.LocalWrite)
-	for i := 0; i < 4; i++ {
-		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}})
-	}
-	inv := b.reg(t, 64, rdmap.RemoteWrite)
-	src := a.reg(t, 1<<20, 0)
-	fillp(src.Bytes(), 7)
-	sink := a.reg(t, 1<<20, rdmap.LocalWrite)
-
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1 << 20}}, RemoteSTag: target.STag()}))
-	must(a.qp.PostWrite(rdmap.WriteWR{ID: 2, RemoteSTag: 0xdeadbeef}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 1000}}}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 4, Solicited: true}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
-	must(a.qp.PostRead(rdmap.ReadWR{ID: 6, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 7, Invalidate: true, InvalidateSTag: inv.STag(), SGL: []rdmap.SGE{{MR: src, Length: 10}}}))
-	must(a.qp.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag()}))
-	for i := 1; i <= 8; i++ {
-		if c := waitC(t, a.scq); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
-			t.Fatalf("completion %d: %+v", i, c)
-		}
-	}
-	if !bytes.Equal(sink.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
-		t.Fatal("bytes differ after Write and Read")
-	}
-	want := []struct {
-		n     uint32
-		flags uint8
-		inv   uint32
-	}{{1000, 0, 0}, {0, rdmap.FlagSolicited, 0}, {10, rdmap.FlagInvalidated, inv.STag()}, {0, rdmap.FlagInvalidated | rdmap.FlagSolicited, target.STag()}}
-	for i, w := range want {
-		c := waitC(t, b.rcq)
-		if c.WRID != uint64(i) || c.ByteLen != w.n || c.Flags != w.flags || c.InvalidatedSTag != w.inv {
-			t.Fatalf("receive %d: %+v", i, c)
-		}
-	}
-	if !bytes.Equal(rbuf.Bytes()[:1000], src.Bytes()[:1000]) {
-		t.Fatal("send bytes differ")
-	}
+	rdmaptest.Exercise(t, a, b)
 }
 
 // reorderRelay forwards UDP datagrams between a client and a server,
@@ -264,14 +178,14 @@ func TestSessionPlacementBeforeDelivery(t *testing.T) {
 	})
 	a, b := newPeer(t, nil), newPeer(t, obs)
 	sessionPair(t, server, client, server.Sessions(0), 3, a, b)
-	target := b.reg(t, 4<<20, rdmap.RemoteWrite)
-	rbuf := b.reg(t, 16, rdmap.LocalWrite)
-	b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 16}}})
-	src := a.reg(t, 4<<20, 0)
+	target := b.Reg(t, 4<<20, rdmap.RemoteWrite)
+	rbuf := b.Reg(t, 16, rdmap.LocalWrite)
+	b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 16}}})
+	src := a.Reg(t, 4<<20, 0)
 	fillp(src.Bytes(), 3)
-	a.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 4 << 20}}, RemoteSTag: target.STag(), Unsignaled: true})
-	a.qp.PostSend(rdmap.SendWR{ID: 2, SGL: []rdmap.SGE{{MR: src, Length: 16}}})
-	waitC(t, b.rcq)
+	a.QP.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 4 << 20}}, RemoteSTag: target.STag(), Unsignaled: true})
+	a.QP.PostSend(rdmap.SendWR{ID: 2, SGL: []rdmap.SGE{{MR: src, Length: 16}}})
+	waitC(t, b.RCQ)
 	if !bytes.Equal(target.Bytes(), src.Bytes()) {
 		t.Fatal("written bytes differ")
 	}
@@ -313,17 +227,17 @@ func TestSessionsShareAnAssociation(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < streams; i++ {
 		a, b := as[i], bs[i]
-		rbuf := b.reg(t, 64*100, rdmap.LocalWrite)
+		rbuf := b.Reg(t, 64*100, rdmap.LocalWrite)
 		for k := 0; k < 100; k++ {
-			b.qp.PostRecv(rdmap.RecvWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(64 * k), Length: 64}}})
+			b.QP.PostRecv(rdmap.RecvWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(64 * k), Length: 64}}})
 		}
-		src := a.reg(t, 64, 0)
+		src := a.Reg(t, 64, 0)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			for k := 0; k < 100; k++ {
 				src.Bytes()[0] = byte(i)
-				if err := a.qp.PostSend(rdmap.SendWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: src, Length: 1}}, Inline: true}); err != nil {
+				if err := a.QP.PostSend(rdmap.SendWR{ID: uint64(k), SGL: []rdmap.SGE{{MR: src, Length: 1}}, Inline: true}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -333,7 +247,7 @@ func TestSessionsShareAnAssociation(t *testing.T) {
 	wg.Wait()
 	for i := 0; i < streams; i++ {
 		for k := 0; k < 100; k++ {
-			c := waitC(t, bs[i].rcq)
+			c := waitC(t, bs[i].RCQ)
 			if c.WRID != uint64(k) || c.ByteLen != 1 {
 				t.Fatalf("stream %d: receive %d: %+v", i, k, c)
 			}
@@ -353,7 +267,7 @@ func TestSessionReject(t *testing.T) {
 		}
 	}()
 	a := newPeer(t, nil)
-	_, err := Connect(testCtx(t), client, 1, a.qp, SessionConfig{})
+	_, err := Connect(testCtx(t), client, 1, a.QP, SessionConfig{})
 	var re *RejectedError
 	if !errors.As(err, &re) || string(re.PrivateData) != "no, thanks" || re.Enhanced == nil || re.Enhanced.IRD != 4 {
 		t.Fatalf("Connect = %v", err)
@@ -369,11 +283,11 @@ func TestSessionBasicAndIRDORD(t *testing.T) {
 	go func() {
 		r, err := sa.Accept(testCtx(t))
 		if err == nil && r.Enhanced == nil {
-			r.Accept(newPeer(t, nil).qp, SessionConfig{})
+			r.Accept(newPeer(t, nil).QP, SessionConfig{})
 		}
 	}()
 	a := newPeer(t, nil)
-	s, err := Connect(testCtx(t), client, 1, a.qp, SessionConfig{Basic: true})
+	s, err := Connect(testCtx(t), client, 1, a.QP, SessionConfig{Basic: true})
 	if err != nil || s.PeerEnhanced != nil {
 		t.Fatalf("basic Connect = %v", err)
 	}
@@ -390,11 +304,11 @@ func TestSessionBasicAndIRDORD(t *testing.T) {
 		}
 	}()
 	c := newPeer(t, nil)
-	s, err = Connect(testCtx(t), client, 2, c.qp, SessionConfig{})
+	s, err = Connect(testCtx(t), client, 2, c.QP, SessionConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ird, ord := c.qp.ReadLimits(); ord != 2 || ird != 8 || s.PeerEnhanced.IRD != 2 || s.PeerEnhanced.ORD != 1 {
+	if ird, ord := c.QP.ReadLimits(); ord != 2 || ird != 8 || s.PeerEnhanced.IRD != 2 || s.PeerEnhanced.ORD != 1 {
 		t.Fatalf("negotiated IRD %d ORD %d; peer sent %+v", ird, ord, s.PeerEnhanced)
 	}
 }
@@ -445,13 +359,13 @@ func TestSessionBadInput(t *testing.T) {
 			server, client := connect(t, srv, cli)
 			sa := server.Sessions(0)
 			b := newPeer(t, nil)
-			target := b.reg(t, 64, rdmap.RemoteWrite)
-			rbuf := b.reg(t, 64, rdmap.LocalWrite)
-			b.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			target := b.Reg(t, 64, rdmap.RemoteWrite)
+			rbuf := b.Reg(t, 64, rdmap.LocalWrite)
+			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
 			go func() {
 				r, err := sa.Accept(testCtx(t))
 				if err == nil {
-					r.Accept(b.qp, SessionConfig{})
+					r.Accept(b.QP, SessionConfig{})
 				}
 			}()
 			// The client is scripted by hand: Initiate, wait for the Accept.
@@ -484,11 +398,11 @@ func TestSessionBadInput(t *testing.T) {
 					}
 				}
 			}
-			if c := waitC(t, b.rcq); c.Status != rdmap.StatusWRFlushErr {
+			if c := waitC(t, b.RCQ); c.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("receive %+v", c)
 			}
-			if !errors.Is(b.qp.Err(), term.MPAConnectionLost) || !bytes.Equal(target.Bytes(), make([]byte, 64)) {
-				t.Fatalf("error %v; memory % x", b.qp.Err(), target.Bytes()[:4])
+			if !errors.Is(b.QP.Err(), term.MPAConnectionLost) || !bytes.Equal(target.Bytes(), make([]byte, 64)) {
+				t.Fatalf("error %v; memory % x", b.QP.Err(), target.Bytes()[:4])
 			}
 		})
 	}
@@ -530,18 +444,18 @@ func TestAssociationLossFlushes(t *testing.T) {
 	sa := server.Sessions(0)
 	a, b := newPeer(t, nil), newPeer(t, nil)
 	sessionPair(t, server, client, sa, 1, a, b)
-	rbuf := b.reg(t, 64, rdmap.LocalWrite)
+	rbuf := b.Reg(t, 64, rdmap.LocalWrite)
 	for i := 0; i < 3; i++ {
-		b.qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+		b.QP.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
 	}
 	client.Close()
 	server.Close()
 	for i := 0; i < 3; i++ {
-		if c := waitC(t, b.rcq); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
+		if c := waitC(t, b.RCQ); c.WRID != uint64(i) || c.Status != rdmap.StatusWRFlushErr {
 			t.Fatalf("%+v", c)
 		}
 	}
-	if b.qp.State() != rdmap.StateTerminating {
-		t.Fatal(b.qp.State())
+	if b.QP.State() != rdmap.StateTerminating {
+		t.Fatal(b.QP.State())
 	}
 }
