@@ -52,6 +52,12 @@ Examples:
 	iwarp serve --listen tcp://127.0.0.1:4791 --json
 	iwarp serve --listen sctp://:4792 --psk s3cret
 	iwarp serve --listen tcp://:4791 --no-crc --pcap serve.pcap
+	iwarp serve --listen tcp://127.0.0.1:4791 --observe 127.0.0.1:8080
+
+--observe ADDR joins a running "iwarp demo" at ADDR as one more tab: a page
+there that observes that tab (under "Or pair with tab", "Observe tab")
+draws this serve's regions (the first 256 octets of each) and every
+segment placed in them, live, as it draws a browser peer's.
 
 With --json, stdout has one JSON object per line, its kind in "event";
 "conn" numbers the connections from 1:
@@ -68,6 +74,7 @@ With --json, stdout has one JSON object per line, its kind in "event";
 	 "etype":1,"ecode":0,"layer_name":"DDP",
 	 "name":"Tagged Buffer Error / Invalid Steering Tag","detail":".."}
 	{"event":"closed","conn":1,"mr_sha256":".."}   (the region's final contents)
+	{"event":"observed","demo":"127.0.0.1:8080","tab":3}   (with --observe)
 
 Numbers (STag, TO, layer, etype, ecode) are JSON numbers.
 
@@ -83,7 +90,9 @@ type serveOptions struct {
 	recvDepth int
 	recvSize  int
 	json      bool
+	observe   string
 	link      linkFlags
+	demo      *demoLink // set when --observe joined a demo
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -99,6 +108,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.recvDepth, "recv-depth", 16, "receive buffers posted for each connection")
 	fs.IntVar(&o.recvSize, "recv-size", 65536, "bytes of each receive buffer")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout")
+	fs.StringVar(&o.observe, "observe", "", "stream every connection's placements to the `ADDR`ess of a running 'iwarp demo', where a page can watch them")
 	o.link.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -178,6 +188,25 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		fmt.Fprintln(stderr, "iwarp: fingerprint sha-256", l.fingerprint)
 	}
 
+	if o.observe != "" {
+		link, err := dialDemo(ctx, o.observe)
+		if err != nil {
+			l.Close()
+			rec.Close()
+			return err
+		}
+		defer link.Close()
+		tab, err := link.Tab(ctx)
+		if err != nil {
+			l.Close()
+			rec.Close()
+			return err
+		}
+		o.demo = link
+		log.emit(map[string]any{"event": "observed", "demo": o.observe, "tab": tab},
+			fmt.Sprintf("the demo at %s shows this serve as tab %d: choose it under \"Or pair with tab\" and press \"Observe tab\"", o.observe, tab))
+	}
+
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
 	var wg sync.WaitGroup
 	n := 0
@@ -250,8 +279,18 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 			}
 		}
 	})
+	var observer trace.Observer = obs
+	if o.demo != nil {
+		o.demo.add(id, mr)
+		defer o.demo.gone(mr)
+		shown := o.demo.observer(mr)
+		observer = trace.Func(func(e trace.Event) {
+			obs.Observe(e)
+			shown.Observe(e)
+		})
+	}
 	scq, rcq := dev.NewCompletionQueue(64), dev.NewCompletionQueue(o.recvDepth+1)
-	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, RecvDepth: o.recvDepth, Observer: obs})
+	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, RecvDepth: o.recvDepth, Observer: observer})
 	if err != nil {
 		p.reject()
 		return err

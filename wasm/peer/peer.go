@@ -209,7 +209,9 @@ func (p *Peer) completed(c rdmap.Completion) {
 	}
 }
 
-func (p *Peer) observe(e trace.Event) {
+// EventOf puts a trace event in the page's words. Where a placement
+// landed (Region, Offset) is for the caller to fill in.
+func EventOf(e trace.Event) Event {
 	ev := Event{
 		Kind: e.Kind.String(), Seq: e.Seq, Tagged: e.Tagged, Last: e.Last,
 		STag: e.STag, TO: e.TO, QN: e.QN, MSN: e.MSN, MO: e.MO, Len: e.Len,
@@ -233,6 +235,11 @@ func (p *Peer) observe(e trace.Event) {
 		ev.TypeName, ev.CodeName, _ = strings.Cut(e.Err.Name(), " / ")
 		ev.Remote = !e.Err.Local()
 	}
+	return ev
+}
+
+func (p *Peer) observe(e trace.Event) {
+	ev := EventOf(e)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e.Kind == trace.SegmentPlaced {

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/trace"
+	"github.com/iwarpgo/iwarp/wasm/peer"
+)
+
+// observeShown is how much of each region a watching page is shown: the
+// page draws every octet as a cell.
+const observeShown = 256
+
+// observeKept is how many regions a watching page is shown at most, the
+// regions of closed connections going first.
+const observeKept = 8
+
+// demoLink streams what `iwarp serve` sees to a running `iwarp demo`: the
+// serve joins the demo's signaling as a tab, and a page that observes that
+// tab draws the serve's regions and every segment placed in them, its
+// completions and Terminates, in the same picture as a browser peer's.
+// It reports only while some page watches.
+type demoLink struct {
+	ws     *websocket.Conn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	tab    chan int // the tab id the demo gave this serve, once
+
+	mu       sync.Mutex // guards the fields below
+	watchers int
+	full     bool // send every region in the next report
+	changed  bool // regions changed since the last report
+	events   []peer.Event
+	regions  map[uint32]*linkRegion
+	order    []uint32
+}
+
+type linkRegion struct {
+	peer.Region
+	base  uint64
+	valid bool
+}
+
+// dialDemo joins the demo at addr (host:port, or an http:// URL).
+func dialDemo(ctx context.Context, addr string) (*demoLink, error) {
+	u := strings.TrimSuffix(addr, "/")
+	switch {
+	case strings.HasPrefix(u, "http://"):
+		u = "ws://" + strings.TrimPrefix(u, "http://")
+	case strings.HasPrefix(u, "https://"):
+		u = "wss://" + strings.TrimPrefix(u, "https://")
+	case !strings.Contains(u, "://"):
+		u = "ws://" + u
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	ws, _, err := websocket.Dial(dctx, u+"/ws", nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the demo at %s to be observed: %w", addr, err)
+	}
+	ws.SetReadLimit(1 << 20)
+	lctx, cancel := context.WithCancel(context.Background())
+	l := &demoLink{ws: ws, cancel: cancel, tab: make(chan int, 1), regions: map[uint32]*linkRegion{}}
+	l.wg.Add(2)
+	go l.readLoop(lctx)
+	go l.reportLoop(lctx)
+	return l, nil
+}
+
+// Tab waits for the tab id the demo gave this serve.
+func (l *demoLink) Tab(ctx context.Context) (int, error) {
+	select {
+	case id := <-l.tab:
+		l.tab <- id
+		return id, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (l *demoLink) readLoop(ctx context.Context) {
+	defer l.wg.Done()
+	for {
+		_, b, err := l.ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		var m sigMsg
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		switch m.Type {
+		case "welcome":
+			select {
+			case l.tab <- m.ID:
+			default:
+			}
+		case "observers":
+			l.mu.Lock()
+			l.watchers, l.full = m.Len, true
+			if m.Len == 0 {
+				l.events = nil
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// reportLoop sends what happened every 50 ms while a page watches, as a
+// tab's report: the serve's side is the picture's "local" side.
+func (l *demoLink) reportLoop(ctx context.Context) {
+	defer l.wg.Done()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		if l.watchers == 0 || (len(l.events) == 0 && !l.full && !l.changed) {
+			l.mu.Unlock()
+			continue
+		}
+		local := map[string]any{"events": l.events}
+		if l.full || l.changed {
+			regs := []peer.Region{}
+			for _, stag := range l.order {
+				r := l.regions[stag]
+				c := r.Region
+				c.Data = append([]byte(nil), r.Data...)
+				c.Valid = r.valid
+				regs = append(regs, c)
+			}
+			local["regions"] = regs
+		}
+		l.events, l.full, l.changed = nil, false, false
+		n := len(l.order)
+		l.mu.Unlock()
+		body := map[string]any{
+			"local":  local,
+			"remote": map[string]any{"events": []peer.Event{}},
+			"status": fmt.Sprintf("iwarp serve: %d region(s) of its connections (the first %d octets of each shown)", n, observeShown),
+		}
+		b, err := json.Marshal(sigMsg{Type: "report", Body: body})
+		if err != nil {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = l.ws.Write(wctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// add shows a connection's region (its first observeShown octets) to the
+// watching pages.
+func (l *demoLink) add(conn int, mr *rdmap.MemoryRegion) {
+	n := min(mr.Len(), observeShown)
+	r := &linkRegion{base: mr.Base(), valid: true, Region: peer.Region{
+		Name: fmt.Sprintf("serve connection %d", conn), STag: mr.STag(), Base: mr.Base(), Len: n,
+		Access: mr.Access().String(), Data: append([]byte(nil), mr.Bytes()[:n]...),
+	}}
+	l.mu.Lock()
+	l.regions[mr.STag()] = r
+	l.order = append(l.order, mr.STag())
+	// A long-running serve shows its newest connections: regions of
+	// closed ones beyond observeKept go.
+	for i := 0; len(l.order) > observeKept && i < len(l.order); {
+		if old := l.regions[l.order[i]]; !old.valid {
+			delete(l.regions, l.order[i])
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			continue
+		}
+		i++
+	}
+	l.changed = true
+	l.mu.Unlock()
+}
+
+// gone marks a connection's region as no longer valid.
+func (l *demoLink) gone(mr *rdmap.MemoryRegion) {
+	l.mu.Lock()
+	if r := l.regions[mr.STag()]; r != nil {
+		r.valid, l.changed = false, true
+	}
+	l.mu.Unlock()
+}
+
+// observer returns the trace observer for a connection whose region is mr.
+// It runs on the goroutine that placed the bytes, so copying them here
+// does not race with placement.
+func (l *demoLink) observer(mr *rdmap.MemoryRegion) trace.Observer {
+	return trace.Func(func(e trace.Event) {
+		ev := peer.EventOf(e)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.watchers == 0 {
+			return
+		}
+		if e.Kind == trace.SegmentPlaced && e.Tagged && e.STag == mr.STag() {
+			ev.Region, ev.Offset = e.STag, e.TO-mr.Base()
+			if r := l.regions[e.STag]; r != nil && ev.Offset < uint64(len(r.Data)) {
+				end := min(ev.Offset+uint64(e.Len), uint64(len(r.Data)))
+				copy(r.Data[ev.Offset:end], mr.Bytes()[ev.Offset:end])
+				l.changed = true
+			}
+		}
+		if len(l.events) < 4096 {
+			l.events = append(l.events, ev)
+		}
+	})
+}
+
+// Close leaves the demo.
+func (l *demoLink) Close() {
+	l.cancel()
+	l.ws.Close(websocket.StatusNormalClosure, "serve stopped")
+	l.wg.Wait()
+}
