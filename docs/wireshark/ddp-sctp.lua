@@ -16,12 +16,16 @@
 -- every Send payload and mark short ones malformed; in the GUI, untick
 -- them under Analyze > Enabled Protocols.)
 -- or copy the file into Wireshark's personal Lua plugins folder
--- (Help > About Wireshark > Folders). For a live capture of "iwarp serve"
--- or "iwarp perf" over sctp://, which run SCTP over DTLS over UDP, give
--- Wireshark the DTLS keys the tool writes with --keylog FILE
--- (Preferences > Protocols > TLS > (Pre)-Master-Secret log filename; DTLS
--- uses the same setting) and decode the UDP port as DTLS (Decode As...);
--- Wireshark then hands the decrypted SCTP to this dissector.
+-- (Help > About Wireshark > Folders).
+--
+-- A live capture of "iwarp serve" or "iwarp perf" over sctp:// is SCTP
+-- over DTLS over UDP. Give Wireshark the DTLS keys the tool writes with
+-- --keylog FILE (Preferences > Protocols > TLS > (Pre)-Master-Secret log
+-- filename, which DTLS uses too; in tshark -o tls.keylog_file:FILE); if
+-- Wireshark does not recognize the UDP port as DTLS by itself, Decode As
+-- DTLS (tshark -d udp.port==PORT,dtls). The heuristic at the end of this
+-- file then passes the decrypted SCTP packets to the SCTP dissector, and
+-- SCTP passes PPIDs 16 and 17 here.
 
 local ddpsctp = Proto("ddp_sctp", "DDP over SCTP (RFC 5043)")
 
@@ -81,14 +85,13 @@ local function dissect_segment(tvb, pinfo, tree)
 	local ssn = tvb(0, 2):uint()
 	t:add(pf.ssn, tvb(0, 2))
 	t:append_text(string.format(", DDP-SSN %d", ssn))
-	pinfo.cols.protocol:set("DDP/SCTP")
-	pinfo.cols.info:append(string.format(" [DDP-SSN %d]", ssn))
 	if len > 2 then
 		-- Wireshark's iWARP dissector reads the DDP and RDMAP headers and
-		-- sets the columns itself.
+		-- sets the Info column itself; the DDP-SSN is appended after.
 		iwarp:call(tvb(2):tvb(), pinfo, tree)
-		pinfo.cols.protocol:set("DDP/SCTP")
 	end
+	pinfo.cols.protocol:set("DDP/SCTP")
+	pinfo.cols.info:append(string.format(" [DDP-SSN %d]", ssn))
 	return len
 end
 
@@ -164,3 +167,32 @@ end
 local ppi = DissectorTable.get("sctp.ppi")
 ppi:add(16, seg)
 ppi:add(17, ctl)
+
+-- SCTP over DTLS (RFC 8261), as "iwarp serve" and "iwarp perf" run it
+-- for sctp://: once Wireshark has decrypted a DTLS record (with the keys
+-- of --keylog), this heuristic hands its contents to the SCTP dissector
+-- if they look like an SCTP packet: a common header with non-zero ports,
+-- then a chunk whose type is a known one and whose length fits.
+local sctp = Dissector.get("sctp")
+local known_chunk = {}
+for _, t in ipairs({ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 64, 128, 130, 192, 193 }) do
+	known_chunk[t] = true
+end
+local function sctp_over_dtls(tvb, pinfo, tree)
+	local len = tvb:len()
+	if len < 16 then
+		return false
+	end
+	if tvb(0, 2):uint() == 0 or tvb(2, 2):uint() == 0 then
+		return false
+	end
+	local clen = tvb(14, 2):uint()
+	if not known_chunk[tvb(12, 1):uint()] or clen < 4 or clen > len - 12 then
+		return false
+	end
+	sctp:call(tvb, pinfo, tree)
+	return true
+end
+local heur = Proto("ddp_sctp_dtls", "SCTP over DTLS (for DDP over SCTP)")
+heur.dissector = sctp_over_dtls
+heur:register_heuristic("dtls", sctp_over_dtls)
