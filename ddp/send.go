@@ -18,9 +18,14 @@ type LLP interface {
 
 	// WriteSegment sends one DDP segment: hdr followed by the payload
 	// slices, as one gather write. The slices point into registered
-	// memory; the LLP must not modify them and must not keep any of them
-	// (or hdr) after it returns. A nil error means the LLP has taken
-	// responsibility for delivering the segment reliably.
+	// memory; the LLP must not modify them. It may keep the payload slices
+	// (not hdr, whose buffer the Sender reuses) until the call that hands
+	// it the message's last segment (L set), so as to write a message's
+	// segments together: the Sender hands over all of a message's segments
+	// in one go, and their memory does not change meanwhile. When the call
+	// with the last segment returns, the LLP keeps nothing. A nil error
+	// means the LLP has taken responsibility for delivering the segment
+	// (for a held one: together with the rest of its message) reliably.
 	WriteSegment(hdr []byte, payload [][]byte) error
 }
 

@@ -142,7 +142,18 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	case <-c.closed:
 		return net.ErrClosed
 	}
-	return c.w.WriteFPDU(hdr, payload)
+	// The FPDUs of one DDP message leave in one gather write: the DDP
+	// Sender hands over a message's segments one after the other, from
+	// memory that does not change until the last is sent (ddp.LLP). With
+	// Markers every FPDU is written on its own, so each starts a TCP
+	// segment as RFC 5044 §5.1 and Wireshark's Marker decoding expect.
+	if err := c.w.Queue(hdr, payload); err != nil {
+		return err
+	}
+	if c.neg.MarkersTx || len(hdr) == 0 || ddp.Control(hdr[0]).Last() {
+		return c.w.Flush()
+	}
+	return nil
 }
 
 // Err returns why the connection ended, if it ended by itself.

@@ -36,15 +36,30 @@ type Writer struct {
 	pos uint64
 	err error
 
-	// Octets the Writer makes: ULPDU_Length, CRC and the Markers.
-	lf      [LengthFieldLen]byte
-	crc     [CRCLen]byte
-	markers [maxMarkersPerFPDU][MarkerLen]byte
+	// The octets the Writer makes for each FPDU queued and not yet
+	// written: ULPDU_Length, a copy of the header, the CRC and the
+	// Markers. One slot per queued FPDU.
+	slots   [maxQueued]fpduSlot
+	queued  int // FPDUs in the gather list
 	nm      int // Markers used in the current FPDU
 
 	bufs [][]byte    // the gather list; its backing array is reused
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
 	run  uint32      // running CRC of the current FPDU
+}
+
+// maxQueued bounds the FPDUs Queue holds before it writes them.
+const maxQueued = 4
+
+// maxQueuedHeader is the longest header Queue copies; a longer one is
+// written at once.
+const maxQueuedHeader = 64
+
+type fpduSlot struct {
+	lf      [LengthFieldLen]byte
+	crc     [CRCLen]byte
+	hdr     [maxQueuedHeader]byte
+	markers [maxMarkersPerFPDU][MarkerLen]byte
 }
 
 // NewWriter returns a Writer that writes FPDUs to w with the given
@@ -79,8 +94,25 @@ func (w *Writer) WriteSegment(hdr []byte, payload [][]byte) error { return w.Wri
 // not modify them. An ULPDU longer than Options.MaxULPDU gives
 // ErrULPDUTooLong and writes nothing.
 func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
+	if err := w.Queue(hdr, payload); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// Queue adds one FPDU to the gather list without writing it, so that the
+// FPDUs of one DDP message leave in one gather write (Flush). It copies
+// hdr, but keeps the payload slices until Flush: their memory must not
+// change before then. It writes what is queued first when the list is
+// full or hdr is long.
+func (w *Writer) Queue(hdr []byte, payload [][]byte) error {
 	if w.err != nil {
 		return w.err
+	}
+	if w.queued == maxQueued || len(hdr) > maxQueuedHeader {
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
 	l := len(hdr)
 	for _, p := range payload {
@@ -89,8 +121,11 @@ func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
 	if l > w.opts.maxULPDU() {
 		return ErrULPDUTooLong
 	}
-	start := w.pos
-	w.bufs = w.bufs[:0]
+	start, mark := w.pos, len(w.bufs)
+	slot := &w.slots[w.queued]
+	if len(hdr) <= maxQueuedHeader {
+		hdr = slot.hdr[:copy(slot.hdr[:], hdr)]
+	}
 	w.nm = 0
 	w.run = 0
 	var fpduStart uint64
@@ -102,8 +137,8 @@ func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
 		w.addMarker(0)
 	}
 	fpduStart = w.pos
-	binary.BigEndian.PutUint16(w.lf[:], uint16(l))
-	ok := w.add(w.lf[:], fpduStart)
+	binary.BigEndian.PutUint16(slot.lf[:], uint16(l))
+	ok := w.add(slot.lf[:], fpduStart)
 	ok = ok && w.add(hdr, fpduStart)
 	for _, p := range payload {
 		ok = ok && w.add(p, fpduStart)
@@ -118,7 +153,8 @@ func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
 	if !ok {
 		// A Marker would be more than 65535 octets from the ULPDU_Length
 		// field: possible only with a MaxULPDU close to 65535.
-		clear(w.bufs)
+		clear(w.bufs[mark:])
+		w.bufs = w.bufs[:mark]
 		w.pos = start
 		return ErrULPDUTooLong
 	}
@@ -126,14 +162,27 @@ func (w *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
 	if w.opts.CRC {
 		c = w.run
 	}
-	PutCRC(w.crc[:], c)
-	w.bufs = append(w.bufs, w.crc[:])
+	PutCRC(slot.crc[:], c)
+	w.bufs = append(w.bufs, slot.crc[:])
 	w.pos += CRCLen
+	w.queued++
+	return nil
+}
 
+// Flush writes every queued FPDU in one gather write.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.queued == 0 {
+		return nil
+	}
 	w.nb = w.bufs
 	_, err := w.nb.WriteTo(w.w)
 	w.nb = nil
 	clear(w.bufs) // keep no reference to the caller's memory
+	w.bufs = w.bufs[:0]
+	w.queued = 0
 	if err != nil {
 		w.err = connLost(err)
 		if err == io.EOF {
@@ -173,7 +222,7 @@ func (w *Writer) add(p []byte, fpduStart uint64) bool {
 // of the Marker" (RFC 5044 §4.3).
 func (w *Writer) markerAt(fpduStart uint64) bool {
 	d := w.pos - fpduStart
-	if d > 0xffff || w.nm == len(w.markers) {
+	if d > 0xffff || w.nm == maxMarkersPerFPDU {
 		return false
 	}
 	w.addMarker(uint16(d))
@@ -181,7 +230,7 @@ func (w *Writer) markerAt(fpduStart uint64) bool {
 }
 
 func (w *Writer) addMarker(fpduptr uint16) {
-	m := w.markers[w.nm][:]
+	m := w.slots[w.queued].markers[w.nm][:]
 	w.nm++
 	putMarker(m, fpduptr)
 	w.bufs = append(w.bufs, m)
