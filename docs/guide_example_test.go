@@ -217,8 +217,9 @@ func Example_guideErrors() {
 	src, _ := alice.pd.RegisterMemory([]byte("x"), 0, 0)
 	alice.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1}},
 		RemoteSTag: 0x12345600, RemoteTO: 0})
-	// An RDMA Write has no reply: it completes once sent. A Read posted
-	// after it needs the peer's answer, and gets the Terminate instead.
+	// An RDMA Write has no reply: it completes once sent, or is flushed
+	// if the Terminate comes first. A Read posted after it needs the
+	// peer's answer, and is flushed.
 	sink, _ := alice.pd.RegisterMemory(make([]byte, 1), 0, rdmap.LocalWrite)
 	alice.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 1},
 		RemoteSTag: 0x12345600, RemoteTO: 0})
@@ -227,23 +228,25 @@ func Example_guideErrors() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(c.WRID, c.Op, c.Status)
 		if c.Status != rdmap.StatusSuccess {
+			fmt.Println(c.Status)
 			break
 		}
 	}
 
 	// The queue pair has stopped; Err says why, as a *term.Error.
+	err := alice.qp.Err()
 	var te *term.Error
-	if errors.As(alice.qp.Err(), &te) {
+	if errors.As(err, &te) {
 		fmt.Println(te.Remote, te.Name())
 	}
-	if errors.Is(alice.qp.Err(), term.DDPInvalidSTag) {
+	if errors.Is(err, term.DDPInvalidSTag) {
 		fmt.Println("invalid STag")
+	} else {
+		fmt.Println("stopped:", err)
 	}
 	// Output:
-	// 1 RDMA_WRITE SUCCESS
-	// 2 RDMA_READ WR_FLUSH_ERR
+	// WR_FLUSH_ERR
 	// true Tagged Buffer Error / Invalid Steering Tag
 	// invalid STag
 }
