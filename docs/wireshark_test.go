@@ -5,6 +5,7 @@ package docs_test
 import (
 	"context"
 	"encoding/binary"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -193,5 +194,90 @@ func TestLuaDissector(t *testing.T) {
 		if strings.TrimSpace(out) == "" {
 			t.Errorf("no packet matches %q", filter)
 		}
+	}
+}
+
+// TestLuaDissectorDTLS captures a live sctp:// session of "iwarp serve"
+// on the loopback interface, encrypted by DTLS, and has tshark decrypt it
+// with the key log serve writes (--keylog) and decode it with the Lua
+// dissector: after the DTLS handshake the SCTP packets and the DDP over
+// SCTP messages appear. It skips when tshark cannot capture here.
+func TestLuaDissectorDTLS(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark is not installed (scripts/test.sh installs it)")
+	}
+	if testing.Short() {
+		t.Skip("live capture skipped in -short mode")
+	}
+	dir := t.TempDir()
+	pcap, keylog := filepath.Join(dir, "live.pcapng"), filepath.Join(dir, "keys.log")
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--psk", "lab key", "--mr-size", "8192", "--keylog", keylog)
+	url := s.next("listening")["url"].(string)
+	addr := strings.TrimPrefix(url, "sctp://")
+	port := addr[strings.LastIndex(addr, ":")+1:]
+
+	capture := exec.Command(tshark, "-i", "lo", "-f", "udp port "+port, "-w", pcap)
+	stderr := &syncBuffer{}
+	capture.Stderr = stderr
+	if err := capture.Start(); err != nil {
+		t.Skipf("tshark cannot start a capture: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { capture.Wait(); close(done) }()
+	defer func() {
+		capture.Process.Kill()
+		<-done
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "Capturing on"); {
+		select {
+		case <-done:
+			t.Skipf("tshark cannot capture on lo here:\n%s", stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Skipf("tshark did not start capturing:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // dumpcap says so a little before it captures
+
+	p := dialServe(t, addr, "lab key")
+	s.next("connected")
+	msg := []byte("over DTLS")
+	if err := p.qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: p.reg(msg), Length: uint32(len(msg))}}}); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(p.scq)
+	s.next("recv")
+	p.close()
+	s.next("closed")
+	s.stop()
+	time.Sleep(300 * time.Millisecond) // let the last packets reach the capture
+	capture.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tshark did not stop")
+	}
+
+	hello, _ := exec.Command(tshark, "-n", "-r", pcap, "-Y", "dtls.handshake.type == 1", "-T", "fields", "-e", "frame.number").Output()
+	if strings.TrimSpace(string(hello)) == "" {
+		t.Skip("the capture missed the DTLS handshake (dumpcap started late on a busy machine)")
+	}
+	script, _ := filepath.Abs("wireshark/ddp-sctp.lua")
+	out, err := exec.Command(tshark, "-n", "-r", pcap, "-o", "tls.keylog_file:"+keylog,
+		"--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp",
+		"-X", "lua_script:"+script, "-Y", "ddp_sctp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Enhanced DDP Stream Session Initiate", "Enhanced DDP Stream Session Accept", "Send", "DDP Stream Session Terminate"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the decrypted capture does not show %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "Lua Error") || strings.Contains(string(out), "Malformed") {
+		t.Errorf("tshark reports errors:\n%s", out)
 	}
 }
