@@ -106,5 +106,17 @@ func TestDocsTestRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkTestRefs(t, f, string(b))
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			target, _, _ = strings.Cut(target, "#")
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", f, m[1])
+			}
+		}
 	}
 }
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
