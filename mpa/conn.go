@@ -40,9 +40,11 @@ type Config struct {
 	// HandshakeTimeout bounds the startup frames on both sides (RFC 5044
 	// §7.1.2 rule 10). Default 10 s.
 	HandshakeTimeout time.Duration
-	// TLS, if set, runs MPA inside TLS over the TCP connection (RFC 5042
-	// §7 allows securing the LLP this way): a client config for Dial, a
-	// server config for Listen.
+	// TLS, if set, runs MPA inside TLS over the TCP connection: a client
+	// config for Dial, a server config for Listen. RFC 5042 §5.4.2 finds
+	// TLS inappropriate for an RNIC (it is not a datagram protection); in
+	// this software stack it protects the stream as IPsec would,
+	// docs/security.md says how far.
 	TLS *tls.Config
 	// Trace, if set, receives a copy of every octet of the MPA stream in
 	// each direction (after TLS decryption), from the first octet of the

@@ -41,7 +41,7 @@ func testTLS(t *testing.T) (server, client *tls.Config) {
 	return server, client
 }
 
-// MPA inside TLS (RFC 5042 §7 allows securing the LLP): every operation
+// MPA inside TLS (RFC 5044 §5 leaves securing the LLP to the transport; see docs/security.md on RFC 5042 §5.4.2): every operation
 // works, and a client that does not trust the server never connects.
 func TestConnTLS(t *testing.T) {
 	noLeaks(t)

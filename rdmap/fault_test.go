@@ -42,7 +42,10 @@ func TestInjectedFaults(t *testing.T) {
 				t.Fatalf("%+v", c)
 			}
 			// Nothing was placed past the fault: the first segment was the
-			// faulty one (or, cut after it, the only one delivered).
+			// faulty one (or, cut after it, the only one delivered). The
+			// pipe's delivery goroutine is stopped first, so that reading
+			// the memory does not race with a placement.
+			b.end.Close()
 			placed := 0
 			for _, x := range target.Bytes() {
 				if x != 0 {

@@ -65,7 +65,7 @@ type Device struct {
 // DeviceConfig sets a Device's limits.
 type DeviceConfig struct {
 	// MaxSTags bounds the memory regions and windows registered at once
-	// (RFC 5042 §5.3: resources have limits). Default 1<<16.
+	// (RFC 5042 §6.4.1: RNIC resources have limits). Default 1<<16.
 	MaxSTags int
 	// OnEvent, if set, receives every asynchronous event of the device's
 	// queue pairs and completion queues. It must not block.
@@ -92,10 +92,12 @@ func (d *Device) event(e AsyncEvent) {
 }
 
 // ProtectionDomain groups memory and queue pairs: an STag is usable only
-// on the queue pairs of its own domain (RFC 5042 §5.4.1).
+// on the queue pairs of its own domain (RFC 5042 §2.2.4-2.2.5, §6.1.1;
+// RFC 5040 §8.1.1 item 1).
 type ProtectionDomain struct {
 	dev *Device
 	id  uint32
+	qps int // queue pairs made in the domain and not yet closed; guarded by dev.mu
 }
 
 // NewProtectionDomain allocates a protection domain.
@@ -140,7 +142,7 @@ func (m *MemoryRegion) Access() Access { return m.r.access }
 // RegisterMemory registers buf with the given rights; its first octet has
 // Tagged Offset base. The STag's index is drawn at random and its key
 // differs from the last key used with that index, so STags are neither
-// predictable nor reused at once (RFC 5042 §5.4.2). STag 0 is never
+// predictable nor reused at once (RFC 5040 §8.1.1 item 8). STag 0 is never
 // handed out.
 func (pd *ProtectionDomain) RegisterMemory(buf []byte, base uint64, access Access) (*MemoryRegion, error) {
 	if uint64(len(buf)) > 0 && base > ^uint64(0)-uint64(len(buf)-1) {
@@ -236,11 +238,20 @@ func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*Me
 // window): it is rejected from then on. A region's STag can be
 // invalidated only when no window is bound to it.
 func (pd *ProtectionDomain) Invalidate(stag uint32) error {
-	return pd.dev.invalidate(pd, stag)
+	return pd.dev.invalidate(pd, stag, false)
 }
 
-// invalidate removes stag; pd must own it.
-func (d *Device) invalidate(pd *ProtectionDomain, stag uint32) error {
+// ErrSharedSTag is the reason a peer may not invalidate an STag.
+var ErrSharedSTag = errors.New("rdmap: the STag is enabled for remote access on several streams")
+
+// invalidate removes stag; pd must own it. For a remote invalidation
+// (Send with Invalidate), an STag enabled for remote access that several
+// streams share is refused: "An RNIC MUST ensure that a Remote Peer is not
+// able to invalidate an STag enabled for remote access, if the STag is
+// shared on multiple streams." (RFC 5040 §8.1.1 item 7; RFC 5042
+// §6.4.5). STags are scoped by protection domain here, so one is shared
+// when its domain has more than one queue pair.
+func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.stags[stag>>8]
@@ -249,6 +260,9 @@ func (d *Device) invalidate(pd *ProtectionDomain, stag uint32) error {
 	}
 	if r.pd != pd {
 		return ErrWrongPD
+	}
+	if remote && r.access&(RemoteRead|RemoteWrite) != 0 && pd.qps > 1 {
+		return ErrSharedSTag
 	}
 	if r.windows > 0 {
 		return ErrWindowBound
@@ -296,3 +310,12 @@ func (r *region) tagged() ddp.TaggedBuffer { return ddp.TaggedBuffer{Mem: r.mem,
 
 // u32 reads a big-endian uint32.
 func u32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
+
+// shared reports whether a peer may not invalidate stag because several
+// streams share it (see invalidate).
+func (d *Device) shared(pd *ProtectionDomain, stag uint32) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	r := d.stags[stag>>8]
+	return r != nil && r.stag == stag && r.access&(RemoteRead|RemoteWrite) != 0 && pd.qps > 1
+}

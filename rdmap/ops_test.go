@@ -485,3 +485,31 @@ func TestCQSpin(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// A peer may not invalidate an STag enabled for remote access that
+// several streams share (RFC 5040 §8.1.1 item 7): here, one whose
+// protection domain has two queue pairs.
+func TestRemoteInvalidateSharedSTag(t *testing.T) {
+	c := newCrafted(t)
+	// A second queue pair in the same domain shares every STag of it.
+	cq := c.dev.NewCompletionQueue(8)
+	other, err := c.pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	c.peer.send(t, untaggedSeg(byte(MakeControl(OpSendInvalidate)), c.src.STag(), 0, 1, []byte("x")))
+	_, th := c.peer.terminate(t)
+	if !errors.Is(th.Err(), term.RDMAPProtCannotInvalidate) {
+		t.Fatalf("Terminate %v", th.Err())
+	}
+	// The STag is still valid: the Write that follows on another stream
+	// could still use it.
+	if _, e := c.dev.lookup(c.pd, c.src.STag(), RemoteWrite, false); e != nil {
+		t.Fatalf("the shared STag was invalidated: %v", e)
+	}
+	// Locally it can be invalidated.
+	if err := c.pd.Invalidate(c.src.STag()); err != nil {
+		t.Fatal(err)
+	}
+}

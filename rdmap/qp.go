@@ -178,6 +178,9 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 		return nil, err
 	}
 	qp.stream = s
+	pd.dev.mu.Lock()
+	pd.qps++
+	pd.dev.mu.Unlock()
 	if cfg.SRQ != nil {
 		s.SetSource(QNSend, cfg.SRQ)
 	}
@@ -618,6 +621,9 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	started := qp.llp != nil
 	qp.setState(StateClosed)
 	qp.mu.Unlock()
+	qp.pd.dev.mu.Lock()
+	qp.pd.qps--
+	qp.pd.dev.mu.Unlock()
 	qp.stream.Fail(errClosed)
 	if wasRunning {
 		qp.flush()

@@ -37,6 +37,9 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 		if _, e := qp.pd.dev.lookup(qp.pd, stag, 0, true); e != nil {
 			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %s", stag, e.Name())
 		}
+		if qp.pd.dev.shared(qp.pd, stag) {
+			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %v", stag, ErrSharedSTag)
+		}
 	}
 	if op == OpReadResponse {
 		qp.mu.Lock()
@@ -116,7 +119,7 @@ func (qp *QueuePair) deliverSend(op Opcode, d *ddp.Delivery) {
 		// or issue a Terminate Message with the STag Cannot be Invalidated
 		// Terminate Error Code, if the STag is not associated with the
 		// RDMAP Stream." (§5.3)
-		if err := qp.pd.dev.invalidate(qp.pd, stag); err != nil {
+		if err := qp.pd.dev.invalidate(qp.pd, stag, true); err != nil {
 			e := term.RDMAPProtCannotInvalidate.With("STag %#08x: %v", stag, err)
 			c.Status, c.Err = StatusInvSTagErr, e
 			qp.pushRecv(c, false)
