@@ -15,6 +15,7 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if ((${#need[@]})); then
 	if command -v apt-get >/dev/null 2>&1; then
 		sudo=""
