@@ -39,9 +39,9 @@ type Writer struct {
 	// The octets the Writer makes for each FPDU queued and not yet
 	// written: ULPDU_Length, a copy of the header, the CRC and the
 	// Markers. One slot per queued FPDU.
-	slots   [maxQueued]fpduSlot
-	queued  int // FPDUs in the gather list
-	nm      int // Markers used in the current FPDU
+	slots  [maxQueued]fpduSlot
+	queued int // FPDUs in the gather list
+	nm     int // Markers used in the current FPDU
 
 	bufs [][]byte    // the gather list; its backing array is reused
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
