@@ -205,9 +205,8 @@ func (l *demoLink) observer(mr *rdmap.MemoryRegion) trace.Observer {
 		ev := peer.EventOf(e)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if l.watchers == 0 {
-			return
-		}
+		// The shown octets are kept up to date whether or not a page
+		// watches, so that one that starts watching sees them.
 		if e.Kind == trace.SegmentPlaced && e.Tagged && e.STag == mr.STag() {
 			ev.Region, ev.Offset = e.STag, e.TO-mr.Base()
 			if r := l.regions[e.STag]; r != nil && ev.Offset < uint64(len(r.Data)) {
@@ -216,7 +215,7 @@ func (l *demoLink) observer(mr *rdmap.MemoryRegion) trace.Observer {
 				l.changed = true
 			}
 		}
-		if len(l.events) < 4096 {
+		if l.watchers > 0 && len(l.events) < 4096 {
 			l.events = append(l.events, ev)
 		}
 	})

@@ -42,6 +42,18 @@ func TestServeObservedByDemo(t *testing.T) {
 		}
 	}
 	send(sigMsg{Type: "observe", To: tab})
+	// The serve's first report (its regions, in full) says it knows it is
+	// watched.
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("no first report: %v", err)
+		}
+		var m sigMsg
+		if json.Unmarshal(b, &m) == nil && m.Type == "report" && m.From == tab {
+			break
+		}
+	}
 
 	cl := dialServer(t, s.url, linkFlags{})
 	s.next("connected")
