@@ -115,6 +115,14 @@ func (e *labEnv) runBlock(block string) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
+			// A job that printed the text in an error ("listening on
+			// ...: address already in use") and exited is not ready.
+			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-j.done:
+				t.Fatalf("%s exited after printing %q:\n%s", lastCmd, want, j.out.String())
+			default:
+			}
 		case strings.HasPrefix(line, "$ "):
 			cmdline := strings.TrimPrefix(line, "$ ")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
