@@ -598,7 +598,7 @@ func benchTuned(b *testing.B, mtu uint32, segments bool) {
 func (s *Stream) writeRaw(ctx context.Context, msg []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if err := s.waitRoom(ctx, len(msg), false); err != nil {
+	if err := s.room.waitRoom(ctx, len(msg), false); err != nil {
 		return err
 	}
 	_, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(PPIDSegment))

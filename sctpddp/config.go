@@ -47,14 +47,6 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 )
 
-// maxSendQueueLimit keeps RFC 5043 §10's in-flight limit (see
-// Stream.waitRoom): every segment chunk is at least MinSegmentChunkLen
-// bytes, and up to controlReserve control messages may be in flight too.
-const (
-	controlReserve    = 1024
-	maxSendQueueLimit = (MaxInFlight - controlReserve) * MinSegmentChunkLen
-)
-
 // Config configures Listen and Dial. Exactly one way to authenticate the
 // peer must be chosen: PeerFingerprints, CAs, PSK, or, explicitly and only
 // for tests, InsecureSkipPeerVerification. A Config with none of them (or

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/pion/webrtc/v4"
 )
@@ -29,20 +28,6 @@ const (
 	// yet read before the channel's read loop waits.
 	DefaultDataChannelReceiveQueueLimit = 1 << 20
 )
-
-// The send queue cap keeps RFC 5043 §10's in-flight limit, as on a Stream
-// (see Stream.waitRoom): every segment message is at least
-// MinSegmentChunkLen bytes, and at most dataChannelControlReserve control
-// messages are sent between two moments when nothing is buffered.
-const (
-	dataChannelControlReserve    = 1024
-	maxDataChannelSendQueueLimit = (MaxInFlight - dataChannelControlReserve) * MinSegmentChunkLen
-)
-
-// dataChannelRecheck bounds a wait for send-queue room when no
-// buffered-amount-low event arrives (while waiting for the channel to
-// drain completely, or after the channel closed under the writer).
-const dataChannelRecheck = 2 * time.Millisecond
 
 // Errors of the data-channel transport.
 var (
@@ -88,7 +73,7 @@ func (c DataChannelConfig) resolve() (mulpdu int, sendLimit uint64, recvLimit in
 	if send <= 0 {
 		send = DefaultDataChannelSendQueueLimit
 	}
-	send = min(max(send, 2*msg), maxDataChannelSendQueueLimit)
+	send = min(max(send, 2*msg), maxSendQueueLimit)
 	recv := c.ReceiveQueueLimit
 	if recv <= 0 {
 		recv = DefaultDataChannelReceiveQueueLimit
@@ -185,7 +170,6 @@ type DataChannelStream struct {
 	dc     *webrtc.DataChannel
 	id     uint16
 	mulpdu int
-	limit  uint64 // send queue cap, bytes
 
 	q         *messageQueue
 	interrupt chan struct{} // 1-buffered: a pending InterruptRead
@@ -195,11 +179,10 @@ type DataChannelStream struct {
 	closed    chan struct{} // closed when the channel closes
 	closeOnce sync.Once
 
-	wmu           sync.Mutex // serialises writes; guards the fields below
-	next          SSN        // DDP-SSN of the next message
-	ctlSinceDrain int        // control messages sent since the channel was last drained
-	buf           []byte     // encoding buffer (the channel copies what it sends)
-	timer         *time.Timer
+	wmu  sync.Mutex // serialises writes; guards the fields below
+	next SSN        // DDP-SSN of the next message
+	buf  []byte     // encoding buffer (the channel copies what it sends)
+	room sendRoom   // the send queue cap (RFC 5043 §10)
 }
 
 // NewDataChannelStream makes dc, a DDP data channel (see
@@ -227,15 +210,15 @@ func NewDataChannelStream(dc *webrtc.DataChannel, cfg DataChannelConfig) (*DataC
 		dc:        dc,
 		id:        *dc.ID(),
 		mulpdu:    mulpdu,
-		limit:     sendLimit,
 		q:         newMessageQueue(recvLimit),
 		interrupt: make(chan struct{}, 1),
-		low:       make(chan struct{}, 1),
 		opened:    make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
+	s.room = sendRoom{limit: sendLimit, buffered: dc.BufferedAmount, low: make(chan struct{}, 1),
+		closed: s.closed, gone: s.channelGone, closedErr: ErrDataChannelClosed}
 	dc.SetBufferedAmountLowThreshold(sendLimit / 2)
-	dc.OnBufferedAmountLow(func() { signal(s.low) })
+	dc.OnBufferedAmountLow(func() { signal(s.room.low) })
 	dc.OnMessage(func(m webrtc.DataChannelMessage) {
 		s.q.put(m.Data, m.IsString, s.channelGone)
 	})
@@ -313,13 +296,10 @@ func (s *DataChannelStream) NewSession(ctx context.Context) error {
 	if err := s.waitOpen(ctx); err != nil {
 		return err
 	}
-	for s.dc.BufferedAmount() != 0 {
-		if err := s.wait(ctx); err != nil {
-			return err
-		}
+	if err := s.room.waitEmpty(ctx); err != nil {
+		return err
 	}
 	s.next = 0
-	s.ctlSinceDrain = 0
 	select {
 	case <-s.interrupt:
 	default:
@@ -381,7 +361,7 @@ func (s *DataChannelStream) send(ctx context.Context, msg []byte, control bool) 
 	if err := s.waitOpen(ctx); err != nil {
 		return err
 	}
-	if err := s.waitRoom(ctx, len(msg), control); err != nil {
+	if err := s.room.waitRoom(ctx, len(msg), control); err != nil {
 		return err
 	}
 	if err := s.dc.Send(msg); err != nil {
@@ -391,9 +371,7 @@ func (s *DataChannelStream) send(ctx context.Context, msg []byte, control bool) 
 		return fmt.Errorf("sctpddp: data channel %d: %w", s.id, err)
 	}
 	s.next = s.next.Next()
-	if control {
-		s.ctlSinceDrain++
-	}
+	s.room.sent(control)
 	return nil
 }
 
@@ -411,51 +389,6 @@ func (s *DataChannelStream) waitOpen(ctx context.Context) error {
 		return ErrDataChannelClosed
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// waitRoom blocks until a message of n bytes fits under the send queue
-// cap, which keeps RFC 5043 §10's limit: "the sending DDP must simply
-// refrain from sending more than 32767 Data Chunks for a single stream
-// without acknowledgment. Note that it MUST NOT rely upon ULP flow control
-// for this purpose." (See Stream.waitRoom for the count.) The caller
-// holds wmu.
-func (s *DataChannelStream) waitRoom(ctx context.Context, n int, control bool) error {
-	for {
-		b := s.dc.BufferedAmount()
-		if b == 0 {
-			s.ctlSinceDrain = 0
-		}
-		if b+uint64(n) <= s.limit && (!control || s.ctlSinceDrain < dataChannelControlReserve) {
-			return nil
-		}
-		if err := s.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// wait blocks until the buffered amount may have dropped. The caller
-// holds wmu, which guards timer.
-func (s *DataChannelStream) wait(ctx context.Context) error {
-	if s.timer == nil {
-		s.timer = time.NewTimer(dataChannelRecheck)
-	} else {
-		s.timer.Reset(dataChannelRecheck)
-	}
-	defer s.timer.Stop()
-	select {
-	case <-s.low:
-		return nil
-	case <-s.timer.C:
-		if s.channelGone() {
-			return ErrDataChannelClosed
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closed:
-		return ErrDataChannelClosed
 	}
 }
 

@@ -325,15 +325,15 @@ func TestNewDataChannelStreamChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.limit != 2*(MinMULPDU+SSNLen) || s.q.limit != MinMULPDU+SSNLen {
-		t.Fatalf("limits %d %d", s.limit, s.q.limit)
+	if s.room.limit != 2*(MinMULPDU+SSNLen) || s.q.limit != MinMULPDU+SSNLen {
+		t.Fatalf("limits %d %d", s.room.limit, s.q.limit)
 	}
 	s, err = CreateDataChannel(pc, 42, DataChannelConfig{SendQueueLimit: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.limit != maxDataChannelSendQueueLimit || s.limit/MinSegmentChunkLen+dataChannelControlReserve > MaxInFlight {
-		t.Fatalf("send queue limit %d keeps no §10 bound", s.limit)
+	if s.room.limit != maxSendQueueLimit || s.room.limit/MinSegmentChunkLen+controlReserve > MaxInFlight {
+		t.Fatalf("send queue limit %d keeps no §10 bound", s.room.limit)
 	}
 	// Writes on a channel that never opens wait for it, until ctx ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -17,11 +17,6 @@ import (
 // is not the stream's next one.
 var ErrSSNOutOfOrder = errors.New("sctpddp: DDP-SSN out of submission order")
 
-// recheckInterval bounds a wait for send-queue room when no
-// buffered-amount-low callback arrives (for example while waiting for the
-// queue to drain completely).
-const recheckInterval = 2 * time.Millisecond
-
 // Stream is one DDP stream: the outbound and inbound SCTP streams with one
 // Stream Identifier. It sends every message as an unordered, reliable DATA
 // chunk (RFC 5043 §10: "The adaptation layer MUST use the Unordered option
@@ -32,33 +27,22 @@ const recheckInterval = 2 * time.Millisecond
 // DDP-SSN order is submission order. Reads must come from one goroutine at
 // a time.
 type Stream struct {
-	a     *Association
-	s     *sctp.Stream
-	limit uint64        // send queue cap, bytes
-	low   chan struct{} // signalled by pion's OnBufferedAmountLow
+	a *Association
+	s *sctp.Stream
 
-	wmu           sync.Mutex // serialises writes; guards the fields below
-	next          SSN        // DDP-SSN of the next message
-	ctlSinceDrain int        // control messages sent since the queue was last empty
-	buf           []byte     // encoding buffer (pion copies what it sends)
-	timer         *time.Timer
+	wmu  sync.Mutex // serialises writes; guards the fields below
+	next SSN        // DDP-SSN of the next message
+	buf  []byte     // encoding buffer (pion copies what it sends)
+	room sendRoom   // the send queue cap (RFC 5043 §10)
 }
 
 func newStream(a *Association, st *sctp.Stream) *Stream {
 	st.SetReliabilityParams(true, sctp.ReliabilityTypeReliable, 0)
-	s := &Stream{
-		a:     a,
-		s:     st,
-		limit: a.s.sendQueueLimit,
-		low:   make(chan struct{}, 1),
-	}
-	st.SetBufferedAmountLowThreshold(s.limit / 2)
-	st.OnBufferedAmountLow(func() {
-		select {
-		case s.low <- struct{}{}:
-		default:
-		}
-	})
+	s := &Stream{a: a, s: st}
+	s.room = sendRoom{limit: a.s.sendQueueLimit, buffered: st.BufferedAmount, low: make(chan struct{}, 1),
+		closed: a.closed, closedErr: ErrClosed}
+	st.SetBufferedAmountLowThreshold(s.room.limit / 2)
+	st.OnBufferedAmountLow(func() { signal(s.room.low) })
 	return s
 }
 
@@ -85,13 +69,10 @@ func (s *Stream) BufferedAmount() uint64 { return s.s.BufferedAmount() }
 func (s *Stream) NewSession(ctx context.Context) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	for s.s.BufferedAmount() != 0 {
-		if err := s.wait(ctx); err != nil {
-			return err
-		}
+	if err := s.room.waitEmpty(ctx); err != nil {
+		return err
 	}
 	s.next = 0
-	s.ctlSinceDrain = 0
 	return nil
 }
 
@@ -208,63 +189,15 @@ func (s *Stream) WriteMessage(ctx context.Context, ppid PPID, msg []byte) error 
 // The caller holds wmu.
 func (s *Stream) send(ctx context.Context, ppid PPID, msg []byte) error {
 	control := ppid == PPIDSessionControl
-	if err := s.waitRoom(ctx, len(msg), control); err != nil {
+	if err := s.room.waitRoom(ctx, len(msg), control); err != nil {
 		return err
 	}
 	if _, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
 		return s.writeErr(err)
 	}
 	s.next = s.next.Next()
-	if control {
-		s.ctlSinceDrain++
-	}
+	s.room.sent(control)
 	return nil
-}
-
-// waitRoom blocks until msg fits in the send queue. The queue cap also
-// keeps RFC 5043 §10's limit: "the sending DDP must simply refrain from
-// sending more than 32767 Data Chunks for a single stream without
-// acknowledgment. Note that it MUST NOT rely upon ULP flow control for
-// this purpose." Every message here is one Data Chunk (it fits the
-// MULPDU) of at least MinSegmentChunkLen bytes, except control messages,
-// of which at most controlReserve are sent between two moments when the
-// queue is empty. So unacknowledged chunks number at most
-// limit/MinSegmentChunkLen + controlReserve <= MaxInFlight.
-// The caller holds wmu.
-func (s *Stream) waitRoom(ctx context.Context, n int, control bool) error {
-	for {
-		b := s.s.BufferedAmount()
-		if b == 0 {
-			s.ctlSinceDrain = 0
-		}
-		if b+uint64(n) <= s.limit && (!control || s.ctlSinceDrain < controlReserve) {
-			return nil
-		}
-		if err := s.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// wait blocks until the buffered amount may have dropped. The caller
-// holds wmu, which guards timer.
-func (s *Stream) wait(ctx context.Context) error {
-	if s.timer == nil {
-		s.timer = time.NewTimer(recheckInterval)
-	} else {
-		s.timer.Reset(recheckInterval)
-	}
-	defer s.timer.Stop()
-	select {
-	case <-s.low:
-		return nil
-	case <-s.timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.a.closed:
-		return ErrClosed
-	}
 }
 
 func (s *Stream) writeErr(err error) error {
