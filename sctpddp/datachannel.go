@@ -312,10 +312,7 @@ func (s *DataChannelStream) NewSession(ctx context.Context) error {
 // It blocks while the channel's buffered amount is at the cap, until ctx
 // ends. The slices are copied; they may be reused when it returns.
 func (s *DataChannelStream) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (SSN, error) {
-	n := len(hdr)
-	for _, p := range payload {
-		n += len(p)
-	}
+	n := segmentLen(hdr, payload)
 	// RFC 5043 §9: "The SCTP adaptation layer MUST reject DDP Segments
 	// that are larger than the maximum size specified."
 	if err := CheckSegmentSize(n, s.mulpdu); err != nil {
@@ -327,11 +324,7 @@ func (s *DataChannelStream) WriteSegmentv(ctx context.Context, hdr []byte, paylo
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	ssn := s.next
-	b := append(s.buf[:0], byte(ssn>>8), byte(ssn))
-	b = append(b, hdr...)
-	for _, p := range payload {
-		b = append(b, p...)
-	}
+	b := appendSegmentChunk(s.buf[:0], ssn, hdr, payload)
 	s.buf = b
 	if err := s.send(ctx, b, false); err != nil {
 		return 0, err

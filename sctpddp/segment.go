@@ -81,3 +81,23 @@ func ParseSegmentChunk(b []byte) (SegmentChunk, int, error) {
 		Segment: b[SSNLen:len(b):len(b)],
 	}, len(b), nil
 }
+
+// appendSegmentChunk appends the DDP Segment Chunk of a segment given as
+// its DDP header and payload slices (ddp.LLP's gather write) to b.
+func appendSegmentChunk(b []byte, ssn SSN, hdr []byte, payload [][]byte) []byte {
+	b = append(b, byte(ssn>>8), byte(ssn))
+	b = append(b, hdr...)
+	for _, p := range payload {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// segmentLen is the length of a segment given as header and payload.
+func segmentLen(hdr []byte, payload [][]byte) int {
+	n := len(hdr)
+	for _, p := range payload {
+		n += len(p)
+	}
+	return n
+}

@@ -103,21 +103,14 @@ func (s *Stream) WriteSegment(ctx context.Context, seg []byte) (SSN, error) {
 // payload slices (ddp.LLP's gather write): they are copied once, into the
 // stream's encoding buffer, which pion copies again into its chunks.
 func (s *Stream) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (SSN, error) {
-	n := len(hdr)
-	for _, p := range payload {
-		n += len(p)
-	}
+	n := segmentLen(hdr, payload)
 	if err := CheckSegmentSize(n, s.a.s.mulpdu); err != nil {
 		return 0, err
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	ssn := s.next
-	b := append(s.buf[:0], byte(ssn>>8), byte(ssn))
-	b = append(b, hdr...)
-	for _, p := range payload {
-		b = append(b, p...)
-	}
+	b := appendSegmentChunk(s.buf[:0], ssn, hdr, payload)
 	s.buf = b
 	if err := s.send(ctx, PPIDSegment, b); err != nil {
 		return 0, err

@@ -278,6 +278,25 @@ func (l *listener) offer(p *pending) bool {
 }
 
 // listen listens on ep. Warnings (an unauthenticated peer) go to stderr.
+// listenRecorded listens on ep and, with --pcap, records what crosses
+// every connection.
+func listenRecorded(ctx context.Context, ep endpoint, f *linkFlags, stderr io.Writer) (*listener, *recorder, error) {
+	var rec *recorder
+	if f.pcap != "" {
+		var err error
+		if rec, err = newRecorder(f.pcap, ep.scheme); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := listen(ctx, ep, f, rec, stderr)
+	if err != nil {
+		rec.Close()
+		return nil, nil, fmt.Errorf("cannot listen on %s: %v", ep, err)
+	}
+	rec.setLocal(l.Addr())
+	return l, rec, nil
+}
+
 func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stderr io.Writer) (*listener, error) {
 	l := &listener{accepts: make(chan *pending), done: make(chan struct{})}
 	if ep.scheme == "tcp" {

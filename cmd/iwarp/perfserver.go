@@ -19,19 +19,10 @@ import (
 // perfServe is "iwarp perf --listen": it answers perf clients until ctx
 // is done, with a plain TCP or SCTP listener beside for --compare-raw.
 func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
-	var rec *recorder
-	if o.link.pcap != "" {
-		var err error
-		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
-			return err
-		}
-	}
-	l, err := listen(ctx, ep, &o.link, rec, stderr)
+	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
-		rec.Close()
-		return fmt.Errorf("listening on %s: %v", ep, err)
+		return err
 	}
-	rec.setLocal(l.Addr())
 	var wg sync.WaitGroup
 	rawPort, closeRaw, err := startRawServer(ctx, ep, l, &wg)
 	if err != nil {

@@ -162,19 +162,10 @@ func (l *eventLog) emit(v any, text string) {
 }
 
 func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.Writer) error {
-	var rec *recorder
-	if o.link.pcap != "" {
-		var err error
-		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
-			return err
-		}
-	}
-	l, err := listen(ctx, ep, &o.link, rec, stderr)
+	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
-		rec.Close()
-		return fmt.Errorf("listening on %s: %v", ep, err)
+		return err
 	}
-	rec.setLocal(l.Addr())
 	log := &eventLog{w: stdout, json: o.json}
 	url := ep.scheme + "://" + l.Addr().String()
 	ev := map[string]any{"event": "listening", "url": url}
