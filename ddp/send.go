@@ -83,9 +83,6 @@ func NewSender(llp LLP, queues int, stream uint32, obs trace.Observer) *Sender {
 	return s
 }
 
-// NextMSN returns the MSN that the next untagged message on qn will carry.
-func (s *Sender) NextMSN(qn uint32) uint32 { return s.msn[qn] }
-
 // SendTagged sends one tagged DDP message: the payload gathered from sgl
 // is placed at the peer's stag starting at Tagged Offset to. rsvdULP is
 // carried in every segment (RDMAP's control byte).

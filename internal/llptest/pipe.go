@@ -245,9 +245,6 @@ func (p *pipe) cut() {
 	}
 }
 
-// Cut loses the pipe now, as a connection that drops would.
-func (e *End) Cut() { e.p.cut() }
-
 // Close closes the pipe from this end without reporting an error, and
 // waits for its delivery goroutines to stop. It must not be called from a
 // Receiver's method.
