@@ -38,6 +38,23 @@ type Holder interface {
 	Ready() bool
 }
 
+// NoWaiter is implemented by an LLP that can take a message without
+// waiting for the network. A ULP that sends from the goroutine that feeds
+// the stream's receive side (RDMAP answers an RDMA Read Request there when
+// its send side is idle) must not wait: if both ends' receive goroutines
+// waited for room to write, neither would read again.
+type NoWaiter interface {
+	// BeginNoWait reports whether the LLP takes the next message without
+	// waiting. If it returns true, the WriteSegment calls that follow, up
+	// to EndNoWait, never wait for the network: what the network does not
+	// take at once the LLP copies and writes later, before anything sent
+	// after it. If it returns false, nothing has changed.
+	BeginNoWait() bool
+	// EndNoWait ends what BeginNoWait began. The caller calls it once
+	// after every BeginNoWait that returned true, even if a send failed.
+	EndNoWait() error
+}
+
 // ErrMessageTooLong is returned for an outbound message of 2^32 octets or
 // more: "The ULP Message Length MUST be less than 2^32." (RFC 5041 §5.2)
 var ErrMessageTooLong = errors.New("ddp: ULP message length must be less than 2^32 octets")

@@ -109,6 +109,15 @@ type Conn struct {
 	firstRx   chan struct{}
 	firstOnce sync.Once
 
+	// The send side: wmu is held while a stream sender or the flusher
+	// uses the Writer. Between BeginNoWait and EndNoWait the sender holds
+	// it throughout and the Writer does not wait (noWait); what the
+	// socket did not take then is written by the flusher goroutine, which
+	// kick wakes, unless a later send writes it first.
+	wmu    sync.Mutex
+	noWait bool
+	kick   chan struct{}
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -139,10 +148,14 @@ func (c *Conn) Ready() bool {
 
 // WriteSegment implements ddp.LLP: one FPDU, one gather write.
 func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
-	select {
-	case <-c.firstRx:
-	case <-c.closed:
-		return net.ErrClosed
+	if !c.noWait {
+		select {
+		case <-c.firstRx:
+		case <-c.closed:
+			return net.ErrClosed
+		}
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
 	}
 	// The FPDUs of one DDP message leave in one gather write: the DDP
 	// Sender hands over a message's segments one after the other, from
@@ -156,6 +169,60 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 		return c.w.Flush()
 	}
 	return nil
+}
+
+// BeginNoWait implements ddp.NoWaiter: on a TCP connection (on Linux)
+// with nothing left over from an earlier message sent this way, the next
+// message is written with writev(2) calls that never wait for room in the
+// socket's send buffer; what the socket does not take at once is copied
+// and written by the connection's flusher goroutine, or first thing by
+// the next send.
+func (c *Conn) BeginNoWait() bool {
+	if !c.w.CanNoWait() || !c.Ready() || !c.wmu.TryLock() {
+		return false
+	}
+	if c.w.Behind() > 0 {
+		c.wmu.Unlock()
+		return false
+	}
+	c.noWait = true
+	c.w.SetNoWait(true)
+	return true
+}
+
+// EndNoWait implements ddp.NoWaiter.
+func (c *Conn) EndNoWait() error {
+	err := c.w.Flush()
+	c.w.SetNoWait(false)
+	c.noWait = false
+	behind := c.w.Behind() > 0
+	c.wmu.Unlock()
+	if behind {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// flushLoop writes what a message sent without waiting left behind.
+func (c *Conn) flushLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.kick:
+		case <-c.closed:
+			return
+		}
+		c.wmu.Lock()
+		err := c.w.Flush()
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(c.ep.Stream(), err)
+			return
+		}
+	}
 }
 
 // Err returns why the connection ended, if it ended by itself.
@@ -181,7 +248,7 @@ func (c *Conn) Close() error {
 }
 
 func newConn(nc net.Conn, ep ddp.Endpoint, neg Negotiated, tx, rx Options, responder bool) *Conn {
-	c := &Conn{nc: nc, ep: ep, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{})}
+	c := &Conn{nc: nc, ep: ep, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	c.w = NewWriter(nc, tx)
 	c.r = NewReader(nc, rx)
 	if !responder {
@@ -195,9 +262,10 @@ func (c *Conn) run() error {
 	if err := c.ep.Start(c); err != nil {
 		return err
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.readLoop()
 	go c.watch()
+	go c.flushLoop()
 	return nil
 }
 

@@ -367,6 +367,44 @@ func (qp *QueuePair) llpReady() bool {
 	return !ok || h.Ready()
 }
 
+// maxNoWaitResponse is the largest Read Response the receive goroutine
+// sends itself (respond). What the socket does not take at once is
+// copied aside, so the copy stays small.
+const maxNoWaitResponse = 256 << 10
+
+// respond sends a Read Response from the receive goroutine when the send
+// side is idle and the LLP can take the message without waiting
+// (ddp.NoWaiter), as Linux siw sends from its receive path: one goroutine
+// hand-off fewer per RDMA Read. Otherwise the send goroutine sends it.
+// The receive goroutine never waits here: it only tries the locks, and
+// the LLP does not wait for the network.
+func (qp *QueuePair) respond(j job) {
+	if nw, ok := qp.llp.(ddp.NoWaiter); ok && len(j.src) <= maxNoWaitResponse {
+		qp.mu.Lock()
+		// Only when nothing is queued or running: Read Responses leave in
+		// the order of their Requests (RFC 5040 §5.2.2), and after
+		// whatever the send queue has under way.
+		if qp.pending == 0 && len(qp.urgent) == 0 && qp.sendMu.TryLock() {
+			if nw.BeginNoWait() {
+				qp.pending++
+				qp.mu.Unlock()
+				qp.run(j)
+				if err := nw.EndNoWait(); err != nil {
+					qp.llpError(err)
+				}
+				qp.mu.Lock()
+				qp.pending--
+				qp.mu.Unlock()
+				qp.sendMu.Unlock()
+				return
+			}
+			qp.sendMu.Unlock()
+		}
+		qp.mu.Unlock()
+	}
+	qp.enqueue(j)
+}
+
 // enqueue queues a Read Response for the send side.
 func (qp *QueuePair) enqueue(j job) {
 	qp.mu.Lock()

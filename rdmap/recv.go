@@ -188,9 +188,10 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	}
 	// "RDMA Read Response Message processing at the Remote Peer ... MUST
 	// be started only after the RDMA Read Request Message has been
-	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The job
-	// queue has room for IRD responses, so this never blocks.
-	qp.enqueue(job{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
+	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. Neither
+	// sending it from here nor queueing it blocks: the job queue has room
+	// for IRD responses.
+	qp.respond(job{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 }
 
 func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package mpa
+
+import "io"
+
+// tryWriter is a writev(2) that does not wait, on Linux; elsewhere a
+// Writer cannot write without waiting, and FlushNoWait is not offered.
+type tryWriter struct{}
+
+func newTryWriter(io.Writer) *tryWriter { return nil }
+
+func (*tryWriter) try([][]byte) (int, error) { panic("unreachable") }
