@@ -26,6 +26,20 @@ type Endpoint interface {
 	Terminated() <-chan struct{}
 }
 
+// Poller is implemented by an LLP whose receive work a goroutine that
+// waits for the stream's completions can do itself: the network then wakes
+// the waiter directly, instead of waking the LLP's receive goroutine which
+// then wakes the waiter. On a small machine that second hand-off is a
+// large part of a small message's round trip.
+type Poller interface {
+	// Poll receives on the calling goroutine until done reports true, and
+	// then returns true. It returns false when it cannot go on without
+	// blocking for long (then the LLP's own goroutine receives, and the
+	// caller waits for it as usual). done must be cheap and safe to call
+	// from any goroutine.
+	Poll(done func() bool) bool
+}
+
 // Next returns the sequence number of the next segment to deliver: every
 // segment before it has been placed and delivered. Only the receive
 // goroutine may call it; an unordered LLP uses it to widen its short

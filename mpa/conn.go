@@ -5,15 +5,12 @@ package mpa
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/term"
 )
 
 // Config configures an MPA connection, either side.
@@ -117,6 +114,8 @@ type Conn struct {
 	wmu    sync.Mutex
 	noWait bool
 	kick   chan struct{}
+
+	receiveSide
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -251,6 +250,7 @@ func newConn(nc net.Conn, ep ddp.Endpoint, neg Negotiated, tx, rx Options, respo
 	c := &Conn{nc: nc, ep: ep, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	c.w = NewWriter(nc, tx)
 	c.r = NewReader(nc, rx)
+	c.receiveSide.init()
 	if !responder {
 		c.firstOnce.Do(func() { close(c.firstRx) })
 	}
@@ -280,109 +280,6 @@ func (c *Conn) watch() {
 		go c.Close()
 	case <-c.closed:
 	}
-}
-
-// readLoop is the receive side of Full Operation.
-func (c *Conn) readLoop() {
-	defer c.wg.Done()
-	ds := c.ep.Stream()
-	var hdr [ddp.MaxHeaderLen]byte
-	var seq uint32
-	stopped := false
-	for {
-		n, err := c.r.Next()
-		if err != nil {
-			c.fail(ds, err)
-			return
-		}
-		// The initiator is in Full Operation: rule 4 is met, and whatever
-		// this FPDU holds may be answered, a Terminate included.
-		c.firstOnce.Do(func() { close(c.firstRx) })
-		hl := min(n, ddp.MaxHeaderLen)
-		if err := c.r.ReadFull(hdr[:1]); err != nil {
-			c.fail(ds, err)
-			return
-		}
-		if want := ddp.Control(hdr[0]).HeaderLen(); want < hl {
-			hl = want
-		}
-		if err := c.r.ReadFull(hdr[1:hl]); err != nil {
-			c.fail(ds, err)
-			return
-		}
-		if stopped {
-			// "DDP MUST silently drop any subsequent incoming DDP
-			// Segments." Keep the framing, place nothing.
-			if err := c.drain(); err != nil {
-				c.fail(ds, err)
-				return
-			}
-			continue
-		}
-		_, t, err := ds.Check(seq, hdr[:hl], n-hl)
-		if err != nil {
-			// DDP or RDMAP refuses the segment, or the stream had already
-			// stopped. The FPDU is verified first: a CRC error is what the
-			// Terminate then reports (RFC 5044 §6).
-			stopped = true
-			if derr := c.drain(); derr != nil {
-				c.fail(ds, derr)
-				return
-			}
-			var te *term.Error
-			if errors.As(err, &te) {
-				ds.FailSegment(te, hdr[:hl], n)
-			}
-			continue
-		}
-		if err := t.Each(c.r.ReadFull); err != nil {
-			ds.Abort()
-			c.fail(ds, err)
-			return
-		}
-		// The CRC covers what was just placed: only now may the segment
-		// count as received (RFC 5044 §6).
-		if err := c.r.Finish(); err != nil {
-			ds.Abort()
-			c.fail(ds, err)
-			return
-		}
-		ds.End(seq, n-hl)
-		seq++
-	}
-}
-
-func (c *Conn) drain() error {
-	if err := c.r.Discard(c.r.Remaining()); err != nil {
-		return err
-	}
-	return c.r.Finish()
-}
-
-// fail reports a receive error to the endpoint. An MPA error (CRC,
-// Marker, framing) is answered with a Terminate by the endpoint, after
-// which the connection is closed; "For Error codes 2 and 3, MPA MUST NOT
-// close the TCP connection following a reported error. Closing the
-// connection is the responsibility of DDP's ULP." (RFC 5044 §8). The end
-// of the TCP stream is the LLP stream's loss.
-func (c *Conn) fail(ds *ddp.Stream, err error) {
-	select {
-	case <-c.closed:
-		err = net.ErrClosed
-	default:
-	}
-	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-	}
-	c.mu.Unlock()
-	var te *term.Error
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || !errors.As(err, &te) {
-		te = term.MPAConnectionLost.With("%v", err)
-	}
-	ds.Fail(te)
-	// The peer cannot be waiting for our first FPDU any more.
-	c.firstOnce.Do(func() { close(c.firstRx) })
 }
 
 // tracedConn copies what crosses the connection to Config.Trace.

@@ -154,6 +154,49 @@ func (r *Reader) Next() (int, error) {
 	return l, nil
 }
 
+// Whole reports, between FPDUs, whether the next FPDU is all in the
+// Reader's buffer, so that Next, reading its ULPDU and Finish read
+// nothing from the connection; room reports whether it could be (not
+// with Markers, nor for an FPDU longer than the buffer, nor after an
+// error). Until its ULPDU_Length field is buffered an FPDU is taken to
+// fit.
+func (r *Reader) Whole() (whole, room bool) {
+	if r.err != nil || r.open || r.opts.Markers {
+		return false, false
+	}
+	n := r.wr - r.rd
+	if n < LengthFieldLen {
+		return false, true
+	}
+	l := int(binary.BigEndian.Uint16(r.buf[r.rd:]))
+	need := LengthFieldLen + l + PadLen(l) + CRCLen
+	if need > len(r.buf) {
+		return false, false
+	}
+	return n >= need, true
+}
+
+// ReadMore reads once from the connection into the buffer, after what it
+// holds, waiting for at least one octet. It is for a caller that waits
+// for a whole FPDU (Whole) before it starts one, so as never to block in
+// the middle of one. Its error is returned, not kept: a Reader whose
+// connection timed out reads on as before.
+func (r *Reader) ReadMore() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.rd > 0 {
+		r.wr = copy(r.buf, r.buf[r.rd:r.wr])
+		r.rd = 0
+	}
+	if r.wr == len(r.buf) {
+		return nil
+	}
+	n, err := r.r.Read(r.buf[r.wr:])
+	r.wr += n
+	return err
+}
+
 // Read reads up to len(p) octets of the current ULPDU into p. It returns
 // io.EOF when the whole ULPDU has been read. The octets are not verified
 // until Finish returns nil.

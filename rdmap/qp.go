@@ -178,6 +178,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 		return nil, err
 	}
 	qp.stream = s
+	cfg.RecvCQ.attach(qp, true, 1)
+	cfg.SendCQ.attach(qp, false, 1)
 	pd.dev.mu.Lock()
 	pd.qps++
 	pd.dev.mu.Unlock()
@@ -359,6 +361,18 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
 	qp.mu.Unlock()
 	return nil
+}
+
+// poller returns the LLP as a ddp.Poller, if it is one and the stream is
+// running.
+func (qp *QueuePair) poller() ddp.Poller {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateRunning {
+		return nil
+	}
+	p, _ := qp.llp.(ddp.Poller)
+	return p
 }
 
 // llpReady reports whether the LLP would take a segment now.
@@ -662,6 +676,8 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	qp.pd.dev.mu.Lock()
 	qp.pd.qps--
 	qp.pd.dev.mu.Unlock()
+	qp.cfg.RecvCQ.attach(qp, true, -1)
+	qp.cfg.SendCQ.attach(qp, false, -1)
 	qp.stream.Fail(errClosed)
 	if wasRunning {
 		qp.flush()

@@ -1,0 +1,297 @@
+//go:build !js
+
+package mpa
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+// The receive side of Full Operation. One goroutine at a time holds the
+// receive token (Conn.rx) and with it the Reader and the DDP stream's
+// receive state: normally the connection's receive goroutine (readLoop);
+// while a goroutine waits for a completion that only received FPDUs can
+// bring, that goroutine itself (Poll). A waiter that reads the socket is
+// woken by the network, as a plain TCP reader is, instead of by the
+// receive goroutine: on two cores that hand-off is about a third of a
+// small message's round trip.
+//
+// The token moves between them like this. A waiter that finds the token
+// held asks for it (wantRx); the receive goroutine gives it up after the
+// FPDU that satisfies the waiter, and sleeps. The waiter reads only while
+// the next FPDU is small enough to arrive whole in the Reader's buffer, so
+// that it never stops in the middle of one, and for at most pollFor at a
+// time; then, or when it has what it waited for, it lets go. The receive
+// goroutine takes the token back when a waiter gives up, or once the
+// token has been left unused for leaseFor: a waiter that comes back for
+// its next completion within that time (a ping-pong) keeps reading
+// without waking anyone.
+type receiveSide struct {
+	rx      sync.Mutex  // the receive token
+	rxEnded atomic.Bool // the receive side stopped: nobody reads any more
+	resume  chan struct{}
+	lease   *time.Timer
+
+	wantRx  atomic.Bool // a waiter asked for the token
+	wantMu  sync.Mutex
+	wantFor func() bool // what the waiter waits for
+
+	// releases counts the times a waiter let go of the token; the
+	// receive goroutine, woken by the lease timer, takes the token back
+	// only if none did for a whole leaseFor. The timer is armed by the
+	// first release after the receive goroutine went to sleep, not by
+	// every one, so that a waiter's round trip touches no timer.
+	releases   atomic.Uint64
+	leaseArmed atomic.Bool
+
+	// pollUntil is the read deadline a polling waiter set (zero: none).
+	// It stays set between polls, and is renewed only when less than half
+	// of pollFor is left, so that most polls set no timer either; the
+	// receive goroutine clears it when it takes the token.
+	pollUntil time.Time
+
+	// Owned by the token holder.
+	hdr     [ddp.MaxHeaderLen]byte
+	seq     uint32
+	stopped bool
+}
+
+const (
+	// pollFor bounds one wait for data by a polling waiter; then it lets
+	// the receive goroutine read and waits on its completion queue.
+	pollFor = 2 * time.Millisecond
+	// leaseFor is how long the token may stay unused after a waiter let
+	// go before the receive goroutine takes it back.
+	leaseFor = 200 * time.Microsecond
+)
+
+func (rs *receiveSide) init() {
+	rs.resume = make(chan struct{}, 1)
+	rs.lease = time.NewTimer(time.Hour)
+	rs.lease.Stop()
+}
+
+// canPoll reports whether a waiter may read the connection itself: on a
+// plain TCP connection (whose reads time out cleanly) without Markers.
+func (c *Conn) canPoll() bool {
+	_, tcp := c.nc.(*net.TCPConn)
+	return tcp && !c.neg.MarkersRx
+}
+
+// Poll implements ddp.Poller: it runs the receive side on the calling
+// goroutine until done reports true, and then returns true. It returns
+// false, leaving the receive goroutine to read, when it cannot go on
+// without blocking for long: another goroutine is receiving (which then
+// lets the caller have the token after the FPDU that makes done true),
+// the next FPDU is too large to wait for whole, nothing arrived for
+// pollFor, or the connection failed (the receive goroutine meets the
+// error again and reports it). done must be cheap and safe to call from
+// any goroutine.
+func (c *Conn) Poll(done func() bool) bool {
+	if !c.canPoll() || c.rxEnded.Load() {
+		return false
+	}
+	if !c.rx.TryLock() {
+		c.wantMu.Lock()
+		c.wantFor = done
+		c.wantMu.Unlock()
+		c.wantRx.Store(true)
+		return false
+	}
+	ds := c.ep.Stream()
+	for !done() {
+		whole, room := c.r.Whole()
+		if !room {
+			c.handBack()
+			return false
+		}
+		if !whole {
+			if now := time.Now(); c.pollUntil.Sub(now) < pollFor/2 {
+				c.pollUntil = now.Add(pollFor)
+				c.nc.SetReadDeadline(c.pollUntil)
+			}
+			if err := c.r.ReadMore(); err != nil {
+				c.handBack()
+				return false
+			}
+			continue
+		}
+		if !c.receive(ds) {
+			c.handBack()
+			return done()
+		}
+	}
+	c.rx.Unlock()
+	c.releases.Add(1)
+	if !c.leaseArmed.Swap(true) {
+		c.lease.Reset(leaseFor)
+	}
+	return true
+}
+
+// handBack gives the token back to the receive goroutine at once.
+func (c *Conn) handBack() {
+	c.rx.Unlock()
+	select {
+	case c.resume <- struct{}{}:
+	default:
+	}
+}
+
+// readLoop is the receive goroutine: it holds the token except while a
+// waiter polls.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	ds := c.ep.Stream()
+	var seen uint64 // c.releases when the lease was last looked at
+	for {
+		if c.rx.TryLock() {
+			if !c.pollUntil.IsZero() {
+				c.pollUntil = time.Time{}
+				c.nc.SetReadDeadline(time.Time{})
+			}
+			for {
+				if !c.receive(ds) {
+					c.rx.Unlock()
+					return
+				}
+				if c.wantRx.Load() && c.wanted() {
+					break
+				}
+			}
+			c.wantRx.Store(false)
+			seen = c.releases.Load()
+			c.rx.Unlock()
+			c.leaseArmed.Store(true)
+			c.lease.Reset(leaseFor)
+		}
+		for {
+			select {
+			case <-c.resume:
+			case <-c.lease.C:
+				// A waiter that let go of the token within the last
+				// leaseFor is likely to come back for it: wait longer.
+				if r := c.releases.Load(); r != seen {
+					seen = r
+					c.lease.Reset(leaseFor)
+					continue
+				}
+				c.leaseArmed.Store(false)
+			case <-c.closed:
+				return
+			}
+			break
+		}
+	}
+}
+
+// wanted reports whether the waiter that asked for the token now has what
+// it waits for: it is being woken, and will read from now on.
+func (c *Conn) wanted() bool {
+	c.wantMu.Lock()
+	f := c.wantFor
+	c.wantMu.Unlock()
+	return f != nil && f()
+}
+
+// receive reads one FPDU and feeds its DDP segment to the stream. It
+// returns false when the receive side has ended.
+func (c *Conn) receive(ds *ddp.Stream) bool {
+	hdr := &c.hdr
+	n, err := c.r.Next()
+	if err != nil {
+		return c.fail(ds, err)
+	}
+	// The initiator is in Full Operation: rule 4 is met, and whatever
+	// this FPDU holds may be answered, a Terminate included.
+	c.firstOnce.Do(func() { close(c.firstRx) })
+	hl := min(n, ddp.MaxHeaderLen)
+	if err := c.r.ReadFull(hdr[:1]); err != nil {
+		return c.fail(ds, err)
+	}
+	if want := ddp.Control(hdr[0]).HeaderLen(); want < hl {
+		hl = want
+	}
+	if err := c.r.ReadFull(hdr[1:hl]); err != nil {
+		return c.fail(ds, err)
+	}
+	if c.stopped {
+		// "DDP MUST silently drop any subsequent incoming DDP
+		// Segments." Keep the framing, place nothing.
+		if err := c.drain(); err != nil {
+			return c.fail(ds, err)
+		}
+		return true
+	}
+	_, t, err := ds.Check(c.seq, hdr[:hl], n-hl)
+	if err != nil {
+		// DDP or RDMAP refuses the segment, or the stream had already
+		// stopped. The FPDU is verified first: a CRC error is what the
+		// Terminate then reports (RFC 5044 §6).
+		c.stopped = true
+		if derr := c.drain(); derr != nil {
+			return c.fail(ds, derr)
+		}
+		var te *term.Error
+		if errors.As(err, &te) {
+			ds.FailSegment(te, hdr[:hl], n)
+		}
+		return true
+	}
+	if err := t.Each(c.r.ReadFull); err != nil {
+		ds.Abort()
+		return c.fail(ds, err)
+	}
+	// The CRC covers what was just placed: only now may the segment
+	// count as received (RFC 5044 §6).
+	if err := c.r.Finish(); err != nil {
+		ds.Abort()
+		return c.fail(ds, err)
+	}
+	ds.End(c.seq, n-hl)
+	c.seq++
+	return true
+}
+
+func (c *Conn) drain() error {
+	if err := c.r.Discard(c.r.Remaining()); err != nil {
+		return err
+	}
+	return c.r.Finish()
+}
+
+// fail reports a receive error to the endpoint and ends the receive side;
+// it returns false. An MPA error (CRC, Marker, framing) is answered with
+// a Terminate by the endpoint, after which the connection is closed; "For
+// Error codes 2 and 3, MPA MUST NOT close the TCP connection following a
+// reported error. Closing the connection is the responsibility of DDP's
+// ULP." (RFC 5044 §8). The end of the TCP stream is the LLP stream's
+// loss.
+func (c *Conn) fail(ds *ddp.Stream, err error) bool {
+	c.rxEnded.Store(true)
+	select {
+	case <-c.closed:
+		err = net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	var te *term.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || !errors.As(err, &te) {
+		te = term.MPAConnectionLost.With("%v", err)
+	}
+	ds.Fail(te)
+	// The peer cannot be waiting for our first FPDU any more.
+	c.firstOnce.Do(func() { close(c.firstRx) })
+	return false
+}
