@@ -85,6 +85,7 @@ type QueuePair struct {
 	mu         sync.Mutex // guards the fields below
 	state      State
 	sq         []*sqEntry // posted and not yet completed, in posting order
+	sqBase     []*sqEntry // sq's array, SendDepth long
 	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
 	recvPosted int
 	termRR     []byte      // the Read Request Header a Terminate copies (R bit)
@@ -114,6 +115,7 @@ const (
 )
 
 type sqEntry struct {
+	sglBuf   [1][]byte // the resolved SGL of a one-element list, without a second allocation
 	id       uint64
 	kind     sqKind
 	op       Opcode
@@ -178,6 +180,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 		return nil, err
 	}
 	qp.stream = s
+	qp.sqBase = make([]*sqEntry, 0, cfg.SendDepth)
+	qp.sq = qp.sqBase
 	cfg.RecvCQ.attach(qp, true, 1)
 	cfg.SendCQ.attach(qp, false, 1)
 	pd.dev.mu.Lock()
@@ -252,7 +256,8 @@ func (qp *QueuePair) setState(s State) {
 
 // PostSend posts a Send.
 func (qp *QueuePair) PostSend(wr SendWR) error {
-	sgl, n, err := qp.resolve(wr.SGL, 0)
+	e := &sqEntry{}
+	sgl, n, err := qp.resolveInto(e.sglBuf[:0], wr.SGL, 0)
 	if err != nil {
 		return err
 	}
@@ -265,7 +270,7 @@ func (qp *QueuePair) PostSend(wr SendWR) error {
 	case wr.Invalidate:
 		op = OpSendInvalidate
 	}
-	e := &sqEntry{id: wr.ID, kind: kindSend, op: op, sgl: sgl, n: n, invSTag: wr.InvalidateSTag, signaled: !wr.Unsignaled, fence: wr.Fence}
+	*e = sqEntry{sglBuf: e.sglBuf, id: wr.ID, kind: kindSend, op: op, sgl: sgl, n: n, invSTag: wr.InvalidateSTag, signaled: !wr.Unsignaled, fence: wr.Fence}
 	if wr.Inline {
 		if err := qp.inline(e); err != nil {
 			return err
@@ -276,14 +281,15 @@ func (qp *QueuePair) PostSend(wr SendWR) error {
 
 // PostWrite posts an RDMA Write.
 func (qp *QueuePair) PostWrite(wr WriteWR) error {
-	sgl, n, err := qp.resolve(wr.SGL, 0)
+	e := &sqEntry{}
+	sgl, n, err := qp.resolveInto(e.sglBuf[:0], wr.SGL, 0)
 	if err != nil {
 		return err
 	}
 	if n > 0 && wr.RemoteTO > ^uint64(0)-(n-1) {
 		return fmt.Errorf("rdmap: %d octets at remote TO %#x would wrap", n, wr.RemoteTO)
 	}
-	e := &sqEntry{id: wr.ID, kind: kindWrite, op: OpWrite, sgl: sgl, n: n, stag: wr.RemoteSTag, to: wr.RemoteTO, signaled: !wr.Unsignaled, fence: wr.Fence}
+	*e = sqEntry{sglBuf: e.sglBuf, id: wr.ID, kind: kindWrite, op: OpWrite, sgl: sgl, n: n, stag: wr.RemoteSTag, to: wr.RemoteTO, signaled: !wr.Unsignaled, fence: wr.Fence}
 	if wr.Inline {
 		if err := qp.inline(e); err != nil {
 			return err
@@ -467,6 +473,11 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 		qp.report(qp.sq[0])
 		qp.sq[0] = nil
 		qp.sq = qp.sq[1:]
+	}
+	if len(qp.sq) == 0 {
+		// Start again at the front of the array, so that the next post
+		// appends without allocating.
+		qp.sq = qp.sqBase[:0]
 	}
 	qp.mu.Unlock()
 	select {

@@ -76,7 +76,11 @@ var (
 // every region is valid, in the queue pair's domain, in bounds and has
 // the rights needed.
 func (qp *QueuePair) resolve(sgl []SGE, need Access) ([][]byte, uint64, error) {
-	out := make([][]byte, 0, len(sgl))
+	return qp.resolveInto(make([][]byte, 0, len(sgl)), sgl, need)
+}
+
+// resolveInto is resolve appending to out, which may have room already.
+func (qp *QueuePair) resolveInto(out [][]byte, sgl []SGE, need Access) ([][]byte, uint64, error) {
 	var total uint64
 	for i, s := range sgl {
 		b, err := qp.resolveOne(s, need)
