@@ -114,6 +114,11 @@ type Conn struct {
 	wmu    sync.Mutex
 	noWait bool
 	kick   chan struct{}
+	// skipNoWait counts down the messages BeginNoWait declines after one
+	// that the socket did not take whole: while the peer reads slower
+	// than this end writes, copying aside costs more than the hand-off
+	// to the send goroutine saves.
+	skipNoWait int
 
 	receiveSide
 
@@ -180,7 +185,8 @@ func (c *Conn) BeginNoWait() bool {
 	if !c.w.CanNoWait() || !c.Ready() || !c.wmu.TryLock() {
 		return false
 	}
-	if c.w.Behind() > 0 {
+	if c.w.Behind() > 0 || c.skipNoWait > 0 {
+		c.skipNoWait = max(c.skipNoWait-1, 0)
 		c.wmu.Unlock()
 		return false
 	}
@@ -195,6 +201,9 @@ func (c *Conn) EndNoWait() error {
 	c.w.SetNoWait(false)
 	c.noWait = false
 	behind := c.w.Behind() > 0
+	if behind {
+		c.skipNoWait = noWaitBackoff
+	}
 	c.wmu.Unlock()
 	if behind {
 		select {
@@ -204,6 +213,10 @@ func (c *Conn) EndNoWait() error {
 	}
 	return err
 }
+
+// noWaitBackoff is how many messages BeginNoWait declines after one that
+// the socket did not take whole.
+const noWaitBackoff = 64
 
 // flushLoop writes what a message sent without waiting left behind.
 func (c *Conn) flushLoop() {
