@@ -206,12 +206,18 @@ func (c *Conn) EndNoWait() error {
 	}
 	c.wmu.Unlock()
 	if behind {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		signal(c.kick)
 	}
 	return err
+}
+
+// signal wakes the goroutine that waits on ch (of capacity 1), without
+// waiting: a signal already pending is enough.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // noWaitBackoff is how many messages BeginNoWait declines after one that

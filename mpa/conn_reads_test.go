@@ -25,7 +25,7 @@ func TestConnCrossedReads(t *testing.T) {
 	noLeaks(t)
 	qcfg := rdmap.QPConfig{IRD: 16, ORD: 16, SendDepth: 64}
 	a, b := newPeer(t, qcfg), newPeer(t, qcfg)
-	ac, bc := connectPair(t, Config{}, Config{}, a, b)
+	connectPair(t, Config{}, Config{}, a, b)
 	const (
 		small = maxNoWaitTest
 		large = maxNoWaitTest + 4096
@@ -85,11 +85,6 @@ func TestConnCrossedReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	ac.Close()
-	bc.Close()
-	if ac.w.behind+bc.w.behind == 0 {
-		t.Log("no Read Response was left behind by the socket this time")
 	}
 }
 

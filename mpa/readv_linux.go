@@ -25,7 +25,20 @@ type vecReader struct {
 // newVecReader returns a vecReader for r if r is a TCP connection, else
 // nil.
 func newVecReader(r io.Reader) *vecReader {
-	tc, ok := r.(*net.TCPConn)
+	rc := rawTCP(r)
+	if rc == nil {
+		return nil
+	}
+	v := &vecReader{rc: rc}
+	v.fn = v.do
+	return v
+}
+
+// rawTCP returns the raw connection of x if x is a TCP connection, else
+// nil: the Reader's readv(2) and the Writer's non-waiting writev(2) make
+// their system calls on it.
+func rawTCP(x any) syscall.RawConn {
+	tc, ok := x.(*net.TCPConn)
 	if !ok {
 		return nil
 	}
@@ -33,9 +46,7 @@ func newVecReader(r io.Reader) *vecReader {
 	if err != nil {
 		return nil
 	}
-	v := &vecReader{rc: rc}
-	v.fn = v.do
-	return v
+	return rc
 }
 
 func (v *vecReader) do(fd uintptr) bool {

@@ -139,10 +139,7 @@ func (c *Conn) Poll(done func() bool) bool {
 // handBack gives the token back to the receive goroutine at once.
 func (c *Conn) handBack() {
 	c.rx.Unlock()
-	select {
-	case c.resume <- struct{}{}:
-	default:
-	}
+	signal(c.resume)
 }
 
 // readLoop is the receive goroutine: it holds the token except while a

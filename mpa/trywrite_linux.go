@@ -2,7 +2,6 @@ package mpa
 
 import (
 	"io"
-	"net"
 	"os"
 	"syscall"
 	"unsafe"
@@ -26,12 +25,8 @@ type tryWriter struct {
 // newTryWriter returns a tryWriter for w if w is a TCP connection, else
 // nil.
 func newTryWriter(w io.Writer) *tryWriter {
-	tc, ok := w.(*net.TCPConn)
-	if !ok {
-		return nil
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	rc := rawTCP(w)
+	if rc == nil {
 		return nil
 	}
 	t := &tryWriter{rc: rc, iov: make([]unix.Iovec, 0, 16)}

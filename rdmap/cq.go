@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -112,9 +113,9 @@ type CompletionQueue struct {
 	// itself (ddp.Poller) when this is the receive CQ of exactly one
 	// queue pair and no queue pair's send CQ, since then only received
 	// segments (or a flush, which closes the LLP) bring completions.
-	recvQPs, sendQPs int
-	recvQP           *QueuePair
-	ready            func() bool // cq.nonEmpty, made once
+	recvQPs []*QueuePair
+	sendQPs int
+	ready   func() bool // cq.nonEmpty, made once
 }
 
 // SetSpin sets how long Wait polls before it sleeps; by default it
@@ -137,30 +138,37 @@ func (d *Device) NewCompletionQueue(depth int) *CompletionQueue {
 	return cq
 }
 
-// attach and detach count the queue pairs that report here.
-func (cq *CompletionQueue) attach(qp *QueuePair, recv bool, d int) {
+// attach records that qp reports here (recv: its receives, else its send
+// queue); detach undoes it.
+func (cq *CompletionQueue) attach(qp *QueuePair, recv bool) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if !recv {
-		cq.sendQPs += d
-		return
+	if recv {
+		cq.recvQPs = append(cq.recvQPs, qp)
+	} else {
+		cq.sendQPs++
 	}
-	cq.recvQPs += d
-	switch {
-	case d > 0:
-		cq.recvQP = qp
-	case cq.recvQP == qp:
-		cq.recvQP = nil
+}
+
+func (cq *CompletionQueue) detach(qp *QueuePair, recv bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if recv {
+		if i := slices.Index(cq.recvQPs, qp); i >= 0 {
+			cq.recvQPs = slices.Delete(cq.recvQPs, i, i+1)
+		}
+	} else {
+		cq.sendQPs--
 	}
 }
 
 // pollQP returns the queue pair whose LLP's receive work a waiter may do
 // itself, or nil. The caller holds cq.mu.
 func (cq *CompletionQueue) pollQP() *QueuePair {
-	if cq.sendQPs != 0 || cq.recvQPs != 1 {
+	if cq.sendQPs != 0 || len(cq.recvQPs) != 1 {
 		return nil
 	}
-	return cq.recvQP
+	return cq.recvQPs[0]
 }
 
 func (cq *CompletionQueue) nonEmpty() bool {

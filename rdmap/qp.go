@@ -182,8 +182,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	qp.stream = s
 	qp.sqBase = make([]*sqEntry, 0, cfg.SendDepth)
 	qp.sq = qp.sqBase
-	cfg.RecvCQ.attach(qp, true, 1)
-	cfg.SendCQ.attach(qp, false, 1)
+	cfg.RecvCQ.attach(qp, true)
+	cfg.SendCQ.attach(qp, false)
 	pd.dev.mu.Lock()
 	pd.qps++
 	pd.dev.mu.Unlock()
@@ -687,8 +687,8 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	qp.pd.dev.mu.Lock()
 	qp.pd.qps--
 	qp.pd.dev.mu.Unlock()
-	qp.cfg.RecvCQ.attach(qp, true, -1)
-	qp.cfg.SendCQ.attach(qp, false, -1)
+	qp.cfg.RecvCQ.detach(qp, true)
+	qp.cfg.SendCQ.detach(qp, false)
 	qp.stream.Fail(errClosed)
 	if wasRunning {
 		qp.flush()
