@@ -81,7 +81,10 @@ func (p *peer) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.qp.Close(ctx)
-	p.a.Close()
+	// Shutdown, not Close: the session's Terminate, queued by the queue
+	// pair's Close, must reach the wire before the association ends
+	// (Close drops what the peer has not acknowledged).
+	p.a.Shutdown(ctx)
 }
 
 // recordSCTP records, with "iwarp serve --pcap", an sctp:// session with
