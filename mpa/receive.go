@@ -27,12 +27,23 @@ import (
 // held asks for it (wantRx); the receive goroutine gives it up after the
 // FPDU that satisfies the waiter, and sleeps. The waiter reads only while
 // the next FPDU is small enough to arrive whole in the Reader's buffer, so
-// that it never stops in the middle of one, and for at most pollFor at a
-// time; then, or when it has what it waited for, it lets go. The receive
-// goroutine takes the token back when a waiter gives up, or once the
-// token has been left unused for leaseFor: a waiter that comes back for
-// its next completion within that time (a ping-pong) keeps reading
-// without waking anyone.
+// that it never stops in the middle of one; when it has what it waited
+// for, it lets go. The receive goroutine takes the token back when a
+// waiter gives up, or once a lease has passed in which no waiter let go
+// of the token: a waiter that comes back for its next completion within
+// that time (a ping-pong) keeps reading without waking anyone. If the
+// token is then held, its holder has been waiting in a read for that
+// long: the receive goroutine interrupts the read (a read deadline in the
+// past) and the waiter hands the token back and sleeps on its completion
+// queue, where its context is watched.
+//
+// The lease starts at leaseFor and doubles, up to maxLease, each time the
+// receive goroutine finds a waiter came back: a waiter that keeps coming
+// back costs the receive goroutine a wake-up every maxLease rather than
+// every leaseFor (each is a context switch, which on two cores a small
+// ping-pong feels). FPDUs that nobody waits for, and a waiter's context
+// ending, wait at most 2 × maxLease. Nothing on a waiter's round trip sets
+// a timer or reads the clock.
 type receiveSide struct {
 	rx      sync.Mutex  // the receive token
 	rxEnded atomic.Bool // the receive side stopped: nobody reads any more
@@ -45,17 +56,11 @@ type receiveSide struct {
 
 	// releases counts the times a waiter let go of the token; the
 	// receive goroutine, woken by the lease timer, takes the token back
-	// only if none did for a whole leaseFor. The timer is armed by the
+	// only if none did for a whole lease. The timer is armed by the
 	// first release after the receive goroutine went to sleep, not by
 	// every one, so that a waiter's round trip touches no timer.
 	releases   atomic.Uint64
 	leaseArmed atomic.Bool
-
-	// pollUntil is the read deadline a polling waiter set (zero: none).
-	// It stays set between polls, and is renewed only when less than half
-	// of pollFor is left, so that most polls set no timer either; the
-	// receive goroutine clears it when it takes the token.
-	pollUntil time.Time
 
 	// Owned by the token holder.
 	hdr     [ddp.MaxHeaderLen]byte
@@ -64,12 +69,11 @@ type receiveSide struct {
 }
 
 const (
-	// pollFor bounds one wait for data by a polling waiter; then it lets
-	// the receive goroutine read and waits on its completion queue.
-	pollFor = 2 * time.Millisecond
-	// leaseFor is how long the token may stay unused after a waiter let
-	// go before the receive goroutine takes it back.
+	// leaseFor is how long the token may first stay unused after a
+	// waiter let go before the receive goroutine takes it back; maxLease
+	// is how long it grows to while the waiter keeps coming back.
 	leaseFor = 200 * time.Microsecond
+	maxLease = 1600 * time.Microsecond
 )
 
 func (rs *receiveSide) init() {
@@ -90,8 +94,8 @@ func (c *Conn) canPoll() bool {
 // false, leaving the receive goroutine to read, when it cannot go on
 // without blocking for long: another goroutine is receiving (which then
 // lets the caller have the token after the FPDU that makes done true),
-// the next FPDU is too large to wait for whole, nothing arrived for
-// pollFor, or the connection failed (the receive goroutine meets the
+// the next FPDU is too large to wait for whole, the receive goroutine
+// interrupted a read that waited a whole lease, or the connection failed (the receive goroutine meets the
 // error again and reports it). done must be cheap and safe to call from
 // any goroutine.
 func (c *Conn) Poll(done func() bool) bool {
@@ -105,6 +109,10 @@ func (c *Conn) Poll(done func() bool) bool {
 		c.wantRx.Store(true)
 		return false
 	}
+	// The lease runs whenever a waiter holds the token, so that a read
+	// that waits for long is interrupted (readLoop). It usually runs
+	// already: this is one atomic operation.
+	c.armLease()
 	ds := c.ep.Stream()
 	for !done() {
 		whole, room := c.r.Whole()
@@ -113,10 +121,6 @@ func (c *Conn) Poll(done func() bool) bool {
 			return false
 		}
 		if !whole {
-			if now := time.Now(); c.pollUntil.Sub(now) < pollFor/2 {
-				c.pollUntil = now.Add(pollFor)
-				c.nc.SetReadDeadline(c.pollUntil)
-			}
 			if err := c.r.ReadMore(); err != nil {
 				c.handBack()
 				return false
@@ -130,11 +134,19 @@ func (c *Conn) Poll(done func() bool) bool {
 	}
 	c.rx.Unlock()
 	c.releases.Add(1)
+	c.armLease()
+	return true
+}
+
+// armLease starts the lease timer unless it runs.
+func (c *Conn) armLease() {
 	if !c.leaseArmed.Swap(true) {
 		c.lease.Reset(leaseFor)
 	}
-	return true
 }
+
+// longAgo is a read deadline that has passed: it interrupts a read.
+var longAgo = time.Unix(1, 0)
 
 // handBack gives the token back to the receive goroutine at once.
 func (c *Conn) handBack() {
@@ -148,11 +160,14 @@ func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	ds := c.ep.Stream()
 	var seen uint64 // c.releases when the lease was last looked at
+	lease := leaseFor
+	takeBack := false // a lease passed with no waiter letting go
+	kicked := false   // the read deadline is in the past
 	for {
 		if c.rx.TryLock() {
-			if !c.pollUntil.IsZero() {
-				c.pollUntil = time.Time{}
+			if kicked {
 				c.nc.SetReadDeadline(time.Time{})
+				kicked = false
 			}
 			for {
 				if !c.receive(ds) {
@@ -167,20 +182,30 @@ func (c *Conn) readLoop() {
 			seen = c.releases.Load()
 			c.rx.Unlock()
 			c.leaseArmed.Store(true)
-			c.lease.Reset(leaseFor)
+			lease = leaseFor
+			c.lease.Reset(lease)
+		} else if takeBack && !kicked {
+			// The waiter holding the token has been in a read for a
+			// whole lease: interrupt it; it hands the token back.
+			c.nc.SetReadDeadline(longAgo)
+			kicked = true
 		}
+		takeBack = false
 		for {
 			select {
 			case <-c.resume:
 			case <-c.lease.C:
 				// A waiter that let go of the token within the last
-				// leaseFor is likely to come back for it: wait longer.
+				// lease is likely to come back for it: wait longer.
 				if r := c.releases.Load(); r != seen {
 					seen = r
-					c.lease.Reset(leaseFor)
+					lease = min(2*lease, maxLease)
+					c.lease.Reset(lease)
 					continue
 				}
 				c.leaseArmed.Store(false)
+				lease = leaseFor
+				takeBack = true
 			case <-c.closed:
 				return
 			}
