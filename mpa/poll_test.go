@@ -79,8 +79,9 @@ func TestConnWaiterReads(t *testing.T) {
 }
 
 // A waiter that reads the connection itself still sees its context end,
-// within a few milliseconds, when nothing arrives; and a queue pair closed
-// under it flushes its receives to it.
+// within a few milliseconds, when nothing arrives (the receive goroutine
+// interrupts its read); the connection reads on after that; and a queue
+// pair closed under it flushes its receives to it.
 func TestConnWaiterReadsContextAndClose(t *testing.T) {
 	noLeaks(t)
 	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
@@ -101,6 +102,19 @@ func TestConnWaiterReadsContextAndClose(t *testing.T) {
 			t.Fatalf("Wait returned %v after its context ended", d-30*time.Millisecond)
 		}
 	}
+	// The reads those waits left off were interrupted: the connection
+	// still delivers, to a waiter or to the receive goroutine.
+	msg := b.Reg(t, 8, 0)
+	copy(msg.Bytes(), "after it")
+	if err := b.QP.PostSend(rdmap.SendWR{ID: 9, SGL: []rdmap.SGE{{MR: msg, Length: 8}}, Unsignaled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitC(t, a.RCQ); c.Status != rdmap.StatusSuccess || c.WRID != 5 || string(r.Bytes()[:8]) != "after it" {
+		t.Fatalf("a Send after the waits: %+v", c)
+	}
+	if err := a.QP.PostRecv(rdmap.RecvWR{ID: 6, SGL: []rdmap.SGE{{MR: r, Length: 64}}}); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		time.Sleep(20 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -108,7 +122,7 @@ func TestConnWaiterReadsContextAndClose(t *testing.T) {
 		a.QP.Close(ctx)
 	}()
 	c := waitC(t, a.RCQ)
-	if c.Status != rdmap.StatusWRFlushErr || c.WRID != 5 {
+	if c.Status != rdmap.StatusWRFlushErr || c.WRID != 6 {
 		t.Fatalf("after Close: %+v", c)
 	}
 }
