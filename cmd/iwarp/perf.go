@@ -55,10 +55,13 @@ connection (with CRC32c computed on both sides when the MPA connection
 uses CRCs) or over an SCTP stream of another DTLS/SCTP association with
 the same tuning, in messages as large as DDP Segments (each still framed
 with a DDP-SSN and a DDP header that nothing interprets: no placement, no
-RDMAP), and prints the ratio iWARP/raw of the bandwidths. The two
-alternate in 5 rounds of a fifth of the iterations each; the ratio is the
-median of the rounds' ratios, which a shared machine's drifting speed
-disturbs far less than one long run of each.
+RDMAP), and prints the ratio iWARP/raw of the bandwidths. With --lat it
+makes round trips instead: the same bytes there and back (Send, Write),
+or a 28-byte request there and the bytes back (Read), and prints the
+ratio iWARP/raw of the typical latencies. The two alternate in 5 rounds
+of a fifth of the iterations each; the ratio is the median of the
+rounds' ratios, which a shared machine's drifting speed disturbs far less
+than one long run of each.
 
 Defaults follow perftest: --size 65536 for bandwidth and 2 for latency;
 --iters 5000 for Write bandwidth, 1000 otherwise. --all runs sizes 2, 4, ...
@@ -71,6 +74,7 @@ Examples:
 	iwarp perf --connect tcp://server:4791 --op send --lat --all
 	iwarp perf --connect sctp://server:4792 --fingerprint AB:CD:.. --op read --duration 5s
 	iwarp perf --connect tcp://server:4791 --op write --compare-raw --json
+	iwarp perf --connect tcp://server:4791 --op send --lat --size 64 --compare-raw
 
 With --json the client prints one JSON object when done:
 	{"transport":"tcp","url":"tcp://..","op":"write","test":"bw"|"lat",
@@ -79,7 +83,8 @@ With --json the client prints one JSON object when done:
 	   "lat_usec":{"min":..,"max":..,"typical":..,"avg":..,"stdev":..,
 	               "p99":..,"p99_9":..},        (--lat)
 	   "raw":{"transport":"tcp","bytes":..,"iterations":..,"seconds":..,
-	          "bw_avg_mbs":..,"crc32c":true,"rounds":5},  (--compare-raw)
+	          "bw_avg_mbs":..,"crc32c":true,"rounds":5,
+	          "lat_usec":{..}},                 (--compare-raw; lat_usec with --lat)
 	   "ratio":0.8}]}                           (--compare-raw)
 
 Flags:
@@ -165,9 +170,6 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.iters < 0 || o.duration < 0 || o.size < 0 {
 		return usagef("--size, --iters and --duration must be positive")
-	}
-	if o.lat && o.compareRaw {
-		return usagef("--compare-raw compares bandwidth: not with --lat")
 	}
 	if o.depth < 1 || o.depth > 1024 {
 		return usagef("--depth must be between 1 and 1024")
@@ -309,6 +311,18 @@ func (r *recvBuffers) close() {
 	}
 }
 
+// waitEither returns a completion of scq if one is there, or else waits
+// for one of rcq (the same CQ, or one that the caller only waits on).
+func waitEither(ctx context.Context, scq, rcq *rdmap.CompletionQueue) (rdmap.Completion, error) {
+	if scq != rcq {
+		var one [1]rdmap.Completion
+		if scq.Poll(one[:]) == 1 {
+			return one[0], nil
+		}
+	}
+	return rcq.Wait(ctx)
+}
+
 // sendCtl posts a control message from a small registered buffer.
 func sendCtl(qp *rdmap.QueuePair, mr *rdmap.MemoryRegion, id uint64, c perfCtl) error {
 	buf := make([]byte, ctlLen)
@@ -341,13 +355,14 @@ type latStats struct {
 }
 
 type rawStats struct {
-	Transport  string  `json:"transport"`
-	Bytes      int     `json:"bytes"`
-	Iterations int     `json:"iterations"`
-	Seconds    float64 `json:"seconds"`
-	BWAvg      float64 `json:"bw_avg_mbs"`
-	CRC32c     bool    `json:"crc32c,omitempty"`
-	Rounds     int     `json:"rounds"`
+	Transport  string    `json:"transport"`
+	Bytes      int       `json:"bytes"`
+	Iterations int       `json:"iterations"`
+	Seconds    float64   `json:"seconds"`
+	BWAvg      float64   `json:"bw_avg_mbs"`
+	CRC32c     bool      `json:"crc32c,omitempty"`
+	Rounds     int       `json:"rounds"`
+	Lat        *latStats `json:"lat_usec,omitempty"`
 }
 
 const mib = 1 << 20

@@ -131,6 +131,25 @@ func TestPerfCompareRawTCP(t *testing.T) {
 		}
 		t.Logf("%s: iWARP %.0f MB/s, raw TCP with CRC32c %.0f MB/s, ratio %.2f", op, st.BWAvg, st.Raw.BWAvg, *st.Ratio)
 	}
+	// Latency: round trips on both, the ratio of the typical latencies.
+	for _, op := range []string{"send", "read", "write"} {
+		r := perfJSON(t, "--connect", url, "--op", op, "--lat", "--size", "64", "--iters", "200", "--compare-raw")
+		st := r.Results[0]
+		if r.Test != "lat" || st.Lat == nil || st.Raw == nil || st.Raw.Lat == nil || st.Ratio == nil ||
+			st.Raw.Iterations != 200 || st.Raw.Bytes != 64*200 || !st.Raw.CRC32c || st.Raw.Rounds != 5 ||
+			st.Raw.Lat.Min <= 0 || st.Raw.Lat.Min > st.Raw.Lat.Typical || *st.Ratio <= 0 {
+			t.Fatalf("%s --lat: %+v %+v", op, st, st.Raw)
+		}
+		if want := st.Lat.Typical / st.Raw.Lat.Typical; *st.Ratio < want/3 || *st.Ratio > want*3 {
+			t.Errorf("%s --lat: ratio %.2f, typical latencies %.1f and %.1f µs", op, *st.Ratio, st.Lat.Typical, st.Raw.Lat.Typical)
+		}
+		t.Logf("%s: iWARP %.1f µs, raw TCP with CRC32c %.1f µs, ratio %.2f", op, st.Lat.Typical, st.Raw.Lat.Typical, *st.Ratio)
+	}
+	// The text output has the raw columns.
+	stdout, _, code := runIwarp(t, "perf", "--connect", url, "--op", "send", "--lat", "--iters", "50", "--compare-raw")
+	if code != 0 || !strings.Contains(stdout, "raw t_typical[usec]   ratio") {
+		t.Errorf("text --lat --compare-raw: exit %d\n%s", code, stdout)
+	}
 }
 
 func TestPerfSCTP(t *testing.T) {
@@ -141,8 +160,8 @@ func TestPerfSCTP(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	t.Logf("write: DDP/SCTP %.0f MB/s, raw SCTP %.0f MB/s, ratio %.2f", st.BWAvg, st.Raw.BWAvg, *st.Ratio)
-	r = perfJSON(t, "--connect", url, "--fingerprint", fp, "--op", "read", "--lat", "--iters", "20")
-	if r.Results[0].Lat == nil {
+	r = perfJSON(t, "--connect", url, "--fingerprint", fp, "--op", "read", "--lat", "--iters", "20", "--compare-raw")
+	if st := r.Results[0]; st.Lat == nil || st.Raw == nil || st.Raw.Lat == nil || st.Raw.Iterations != 20 || st.Ratio == nil || *st.Ratio <= 0 {
 		t.Fatalf("%+v", r)
 	}
 	// A wrong fingerprint fails in one line.
@@ -176,7 +195,7 @@ func TestPerfUsage(t *testing.T) {
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "atomic"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--size", "8", "--all"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--iters", "8", "--duration", "1s"},
-		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--lat", "--compare-raw"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--depth", "0"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--op", "write"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--connect", "tcp://127.0.0.1:1"},
 	} {

@@ -21,7 +21,8 @@ type perfRun struct {
 	o       *perfOptions
 	ep      endpoint
 	qp      *rdmap.QueuePair
-	cq      *rdmap.CompletionQueue
+	scq     *rdmap.CompletionQueue // the send queue's completions
+	rcq     *rdmap.CompletionQueue // the receives': scq, or one of their own
 	c       *conn
 	pd      *rdmap.ProtectionDomain
 	ctl     *rdmap.MemoryRegion
@@ -59,9 +60,17 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, rec *record
 	sizes := o.sizes()
 	maxSize := sizes[len(sizes)-1]
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	r := &perfRun{o: o, ep: ep, pd: dev.NewProtectionDomain(), cq: dev.NewCompletionQueue(8192), progress: newProgress(stdout), stderr: stderr}
+	r := &perfRun{o: o, ep: ep, pd: dev.NewProtectionDomain(), scq: dev.NewCompletionQueue(8192), progress: newProgress(stdout), stderr: stderr}
+	r.rcq = r.scq
+	if o.lat && o.op != "read" {
+		// A Send or Write latency test waits only for receives: on a CQ
+		// of their own, the waiting goroutine reads the connection
+		// itself (CompletionQueue.Wait), as an application waiting on
+		// its receive CQ does.
+		r.rcq = dev.NewCompletionQueue(8192)
+	}
 	var err error
-	r.qp, err = r.pd.NewQueuePair(rdmap.QPConfig{SendCQ: r.cq, RecvCQ: r.cq, IRD: 16, ORD: 16, SendDepth: o.depth + 64, RecvDepth: 1024})
+	r.qp, err = r.pd.NewQueuePair(rdmap.QPConfig{SendCQ: r.scq, RecvCQ: r.rcq, IRD: 16, ORD: 16, SendDepth: o.depth + 64, RecvDepth: 1024})
 	if err != nil {
 		return err
 	}
@@ -116,8 +125,10 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, rec *record
 	for _, size := range sizes {
 		var st perfStats
 		switch {
+		case o.lat && o.compareRaw:
+			st, err = r.compareLatTest(ctx, size)
 		case o.lat:
-			st, err = r.latTest(ctx, size)
+			st, _, err = r.latTest(ctx, size, o.iters, o.duration)
 		case o.compareRaw:
 			st, err = r.compareTest(ctx, size)
 		default:
@@ -164,7 +175,11 @@ func (r *perfRun) printHeader(w io.Writer) {
 	fmt.Fprintf(w, " %s\n", r.c.info)
 	fmt.Fprintln(w, strings.Repeat("-", 87))
 	if r.o.lat {
-		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+		h := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+		if r.o.compareRaw {
+			h += "   raw t_typical[usec]   ratio"
+		}
+		fmt.Fprintln(w, h)
 		return
 	}
 	h := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
@@ -176,8 +191,12 @@ func (r *perfRun) printHeader(w io.Writer) {
 
 func (r *perfRun) printLine(w io.Writer, st *perfStats) {
 	if l := st.Lat; l != nil {
-		fmt.Fprintf(w, " %-7d %-10d %-7.2f        %-7.2f        %-7.2f          %-7.2f        %-7.2f          %-7.2f                %-7.2f\n",
+		line := fmt.Sprintf(" %-7d %-10d %-7.2f        %-7.2f        %-7.2f          %-7.2f        %-7.2f          %-7.2f                %-7.2f",
 			st.Bytes, st.Iterations, l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999)
+		if st.Raw != nil && st.Raw.Lat != nil {
+			line += fmt.Sprintf("                %-7.2f            %.3f", st.Raw.Lat.Typical, *st.Ratio)
+		}
+		fmt.Fprintln(w, line)
 		return
 	}
 	line := fmt.Sprintf(" %-10d %-10d       %-10.2f         %-10.2f           %-10.6f", st.Bytes, st.Iterations, st.BWPeak, st.BWAvg, st.MsgRate)
@@ -194,7 +213,7 @@ func (r *perfRun) sendCtl(c perfCtl) error {
 
 // wait returns the next completion, failing on an error status.
 func (r *perfRun) wait(ctx context.Context) (rdmap.Completion, error) {
-	cp, err := r.cq.Wait(ctx)
+	cp, err := waitEither(ctx, r.scq, r.rcq)
 	if err != nil {
 		if qerr := r.qp.Err(); qerr != nil {
 			return cp, fmt.Errorf("connection ended: %v", qerr)
@@ -400,18 +419,18 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	return st, nil
 }
 
-// latTest runs one size's latency test.
-func (r *perfRun) latTest(ctx context.Context, size int) (perfStats, error) {
+// latTest runs one size's latency test: iters round trips, or as many as
+// fit in duration. It returns the samples (µs) with their summary.
+func (r *perfRun) latTest(ctx context.Context, size, iters int, duration time.Duration) (perfStats, []float64, error) {
 	if err := r.start(ctx, size); err != nil {
-		return perfStats{}, err
+		return perfStats{}, nil, err
 	}
-	iters := r.o.iters
 	var samples []float64
 	r.progress.begin()
 	t0 := time.Now()
-	deadline := t0.Add(r.o.duration)
+	deadline := t0.Add(duration)
 	for i := 0; ; i++ {
-		if r.o.duration > 0 && !time.Now().Before(deadline) || r.o.duration == 0 && i >= iters {
+		if duration > 0 && !time.Now().Before(deadline) || duration == 0 && i >= iters {
 			break
 		}
 		start := time.Now()
@@ -428,19 +447,19 @@ func (r *perfRun) latTest(ctx context.Context, size int) (perfStats, error) {
 			err = r.qp.PostSend(rdmap.SendWR{ID: uint64(i + 1), SGL: []rdmap.SGE{{MR: r.data, Length: uint32(size)}}, Unsignaled: true})
 		}
 		if err != nil {
-			return perfStats{}, err
+			return perfStats{}, nil, err
 		}
 		for {
 			cp, err := r.wait(ctx)
 			if err != nil {
-				return perfStats{}, err
+				return perfStats{}, nil, err
 			}
 			if r.o.op == "read" && cp.Op == rdmap.WorkRead {
 				break
 			}
 			if r.o.op != "read" && cp.Op == rdmap.WorkRecv {
 				if _, isCtl, err := r.handleRecv(cp); err != nil {
-					return perfStats{}, err
+					return perfStats{}, nil, err
 				} else if !isCtl {
 					break
 				}
@@ -451,8 +470,8 @@ func (r *perfRun) latTest(ctx context.Context, size int) (perfStats, error) {
 			d /= 2
 		}
 		samples = append(samples, d)
-		if r.o.duration > 0 {
-			r.progress.update(size, float64(time.Since(t0))/float64(r.o.duration))
+		if duration > 0 {
+			r.progress.update(size, float64(time.Since(t0))/float64(duration))
 		} else {
 			r.progress.update(size, float64(i+1)/float64(iters))
 		}
@@ -462,7 +481,7 @@ func (r *perfRun) latTest(ctx context.Context, size int) (perfStats, error) {
 	st.BWAvg = float64(size) * float64(len(samples)) / secs / mib
 	st.BWPeak = st.BWAvg
 	st.MsgRate = float64(len(samples)) / secs / 1e6
-	return st, nil
+	return st, samples, nil
 }
 
 // compareRounds is how many rounds --compare-raw alternates between
@@ -521,80 +540,208 @@ func (r *perfRun) compareTest(ctx context.Context, size int) (perfStats, error) 
 	return total, nil
 }
 
-// rawTest moves size*count bytes over the plain transport, in the
-// direction the operation moves data.
-func (r *perfRun) rawTest(ctx context.Context, size, count int) (*rawStats, error) {
+// compareLatTest runs the latency test and raw round trips alternately.
+// The ratio is iWARP's typical (median) latency over the raw one's, the
+// median over the rounds.
+func (r *perfRun) compareLatTest(ctx context.Context, size int) (perfStats, error) {
+	rounds := compareRounds
+	if r.o.duration == 0 {
+		rounds = max(1, min(rounds, r.o.iters))
+	}
+	var all, rawAll, ratios []float64
+	var secs, rawSecs float64
+	for k := range rounds {
+		iters := r.o.iters / rounds
+		if k < r.o.iters%rounds {
+			iters++
+		}
+		st, samples, err := r.latTest(ctx, size, iters, r.o.duration/time.Duration(rounds))
+		if err != nil {
+			return perfStats{}, err
+		}
+		r.progress.end()
+		rs, rawSamples, err := r.rawLatTest(ctx, size, len(samples))
+		if err != nil {
+			return perfStats{}, fmt.Errorf("--compare-raw: %v", err)
+		}
+		all, rawAll = append(all, samples...), append(rawAll, rawSamples...)
+		secs += st.Seconds
+		rawSecs += rs.Seconds
+		if m := latencies(rawSamples).Typical; m > 0 {
+			ratios = append(ratios, latencies(samples).Typical/m)
+		}
+	}
+	total := perfStats{Bytes: size, Iterations: len(all), Seconds: secs, Lat: latencies(all)}
+	total.BWAvg = float64(size) * float64(len(all)) / secs / mib
+	total.BWPeak = total.BWAvg
+	total.MsgRate = float64(len(all)) / secs / 1e6
+	raw := &rawStats{Transport: r.ep.scheme, Bytes: size * len(rawAll), Iterations: len(rawAll), Seconds: rawSecs,
+		CRC32c: r.rawCRC(), Rounds: rounds, Lat: latencies(rawAll)}
+	if rawSecs > 0 {
+		raw.BWAvg = float64(raw.Bytes) / rawSecs / mib
+	}
+	total.Raw = raw
+	ratio := 0.0
+	if len(ratios) > 0 {
+		sort.Float64s(ratios)
+		ratio = ratios[len(ratios)/2]
+	}
+	total.Ratio = &ratio
+	return total, nil
+}
+
+// rawCRC reports whether the raw TCP transfer computes CRC32c: when the
+// MPA connection does.
+func (r *perfRun) rawCRC() bool {
+	return r.ep.scheme == "tcp" && r.c.info.CRC != nil && *r.c.info.CRC
+}
+
+// rawLink is one --compare-raw connection to the perf server's raw
+// listener: plain TCP, or a stream of an SCTP association of its own
+// (over DTLS, with the same tuning as the iWARP one).
+type rawLink struct {
+	tcp  net.Conn
+	stop func() bool
+	a    *sctpddp.Association
+	s    *sctpddp.Stream
+	buf  []byte
+	ack  [1]byte
+}
+
+func (r *perfRun) dialRaw(ctx context.Context) (*rawLink, error) {
 	host, _, _ := net.SplitHostPort(r.ep.addr)
 	addr := net.JoinHostPort(host, strconv.Itoa(int(r.remote.port)))
-	toClient := r.o.op == "read"
-	st := &rawStats{Transport: r.ep.scheme, Bytes: size * count, Iterations: count}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	var h [rawHeaderLen]byte
 	if r.ep.scheme == "tcp" {
-		crc := r.c.info.CRC != nil && *r.c.info.CRC
-		st.CRC32c = crc
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		defer c.Close()
-		stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-		defer stop()
-		putRawHeader(h[:], toClient, crc, size, count)
-		t0 := time.Now()
-		if _, err := c.Write(h[:]); err != nil {
-			return nil, err
-		}
-		if toClient {
-			err = rawRecvTCP(c, size, count, crc)
-			c.Write([]byte{1})
-		} else {
-			if err = rawSendTCP(c, size, count, crc); err == nil {
-				_, err = io.ReadFull(c, h[:1])
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		st.Seconds = time.Since(t0).Seconds()
-	} else {
-		cfg, _, _, err := r.o.link.sctpConfig(r.ep.addr, nil)
-		if err != nil {
-			return nil, err
-		}
-		a, err := sctpddp.Dial(ctx, "udp", addr, cfg)
-		if err != nil {
-			return nil, err
-		}
-		defer a.Close()
-		s, err := a.OpenStream(1)
-		if err != nil {
-			return nil, err
-		}
-		putRawHeader(h[:], toClient, false, size, count)
-		t0 := time.Now()
-		if err := rawWriteSCTP(ctx, s, h[:]); err != nil {
-			return nil, err
-		}
-		buf := make([]byte, 64<<10+16)
-		if toClient {
-			err = rawRecvSCTP(ctx, s, size, count, buf)
-			if err == nil {
-				err = rawWriteSCTP(ctx, s, []byte{1})
-			}
-		} else if err = rawSendSCTP(ctx, s, size, count); err == nil {
-			_, _, err = s.ReadMessage(ctx, buf)
-		}
-		if err != nil {
-			return nil, err
-		}
-		st.Seconds = time.Since(t0).Seconds()
-		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		a.Shutdown(sctx)
-		scancel()
+		return &rawLink{tcp: c, stop: context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })}, nil
 	}
+	cfg, _, _, err := r.o.link.sctpConfig(r.ep.addr, nil)
+	if err != nil {
+		return nil, err
+	}
+	a, err := sctpddp.Dial(ctx, "udp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.OpenStream(1)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return &rawLink{a: a, s: s, buf: make([]byte, 64<<10+16)}, nil
+}
+
+// start sends the transfer's header.
+func (l *rawLink) start(ctx context.Context, mode uint8, crc bool, size, count int) error {
+	var h [rawHeaderLen]byte
+	putRawHeader(h[:], mode, crc, size, count)
+	if l.tcp != nil {
+		_, err := l.tcp.Write(h[:])
+		return err
+	}
+	return rawWriteSCTP(ctx, l.s, h[:])
+}
+
+func (l *rawLink) close() {
+	if l.tcp != nil {
+		l.stop()
+		l.tcp.Close()
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	l.a.Shutdown(sctx)
+	cancel()
+}
+
+// rawLatTest makes count round trips over the plain transport: size
+// bytes there and back (Send, Write), or a request there and size bytes
+// back (Read). Samples are in µs, halved for the echo as latTest halves
+// its ping-pongs.
+func (r *perfRun) rawLatTest(ctx context.Context, size, count int) (*rawStats, []float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	l, err := r.dialRaw(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.close()
+	mode, req := uint8(rawEcho), size
+	if r.o.op == "read" {
+		mode, req = rawRequest, rawRequestLen
+	}
+	crc := r.rawCRC()
+	if err := l.start(ctx, mode, crc, size, count); err != nil {
+		return nil, nil, err
+	}
+	out, in := newRawMsg(req, crc), newRawMsg(size, crc)
+	samples := make([]float64, 0, count)
+	t0 := time.Now()
+	for range count {
+		start := time.Now()
+		if l.tcp != nil {
+			if err = out.write(l.tcp); err == nil {
+				err = in.read(l.tcp)
+			}
+		} else if err = rawSendSCTP(ctx, l.s, out.buf, 1); err == nil {
+			err = rawRecvSCTP(ctx, l.s, size, 1, l.buf)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		d := float64(time.Since(start).Nanoseconds()) / 1e3
+		if mode == rawEcho {
+			d /= 2
+		}
+		samples = append(samples, d)
+	}
+	return &rawStats{Seconds: time.Since(t0).Seconds()}, samples, nil
+}
+
+// rawTest moves size*count bytes over the plain transport, in the
+// direction the operation moves data.
+func (r *perfRun) rawTest(ctx context.Context, size, count int) (*rawStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	l, err := r.dialRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	toClient := r.o.op == "read"
+	mode := uint8(rawToServer)
+	if toClient {
+		mode = rawToClient
+	}
+	crc := r.rawCRC()
+	st := &rawStats{Transport: r.ep.scheme, Bytes: size * count, Iterations: count, CRC32c: crc}
+	t0 := time.Now()
+	if err := l.start(ctx, mode, crc, size, count); err != nil {
+		return nil, err
+	}
+	if l.tcp != nil {
+		if toClient {
+			err = rawRecvTCP(l.tcp, size, count, crc)
+			l.tcp.Write([]byte{1})
+		} else if err = rawSendTCP(l.tcp, size, count, crc); err == nil {
+			_, err = io.ReadFull(l.tcp, l.ack[:])
+		}
+	} else {
+		if toClient {
+			if err = rawRecvSCTP(ctx, l.s, size, count, l.buf); err == nil {
+				err = rawWriteSCTP(ctx, l.s, []byte{1})
+			}
+		} else if err = rawSendSCTP(ctx, l.s, patterned(size), count); err == nil {
+			_, _, err = l.s.ReadMessage(ctx, l.buf)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st.Seconds = time.Since(t0).Seconds()
 	if st.Seconds > 0 {
 		st.BWAvg = float64(st.Bytes) / st.Seconds / mib
 	}

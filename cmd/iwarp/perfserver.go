@@ -57,8 +57,11 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 // perfServeConn answers one perf client.
 func perfServeConn(ctx context.Context, dev *rdmap.Device, p *pending, rawPort uint16) error {
 	pd := dev.NewProtectionDomain()
-	cq := dev.NewCompletionQueue(8192)
-	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq, IRD: 16, ORD: 16, SendDepth: 512, RecvDepth: 1024})
+	// The server waits only for receives; its send completions (control
+	// replies, errors) are taken on the way. On a CQ of their own the
+	// waiting goroutine reads the connection itself (CompletionQueue.Wait).
+	scq, rcq := dev.NewCompletionQueue(8192), dev.NewCompletionQueue(8192)
+	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, IRD: 16, ORD: 16, SendDepth: 512, RecvDepth: 1024})
 	if err != nil {
 		p.reject()
 		return err
@@ -109,7 +112,7 @@ func perfServeConn(ctx context.Context, dev *rdmap.Device, p *pending, rawPort u
 		return sendCtl(qp, ctl, ctlID, c)
 	}
 	for {
-		cp, err := cq.Wait(cctx)
+		cp, err := waitEither(cctx, scq, rcq)
 		if err != nil {
 			if ctx.Err() != nil || qp.Err() != nil {
 				return nil // the client is gone, or we stop
@@ -278,15 +281,25 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, wg *sync.Wait
 	return port, func() { cancel(); sl.Close() }, nil
 }
 
-// The raw transfer's header: direction (0: client to server), CRC32c
-// on (1), message size, count.
+// The raw transfer's header: mode (rawToServer...), CRC32c on (1),
+// message size, count.
 const rawHeaderLen = 10
 
-func putRawHeader(b []byte, toClient, crc bool, size, count int) {
-	b[0], b[1] = 0, 0
-	if toClient {
-		b[0] = 1
-	}
+// The raw transfer's modes: a stream one way (bandwidth), or count round
+// trips (latency).
+const (
+	rawToServer = 0 // count messages of size bytes, client to server
+	rawToClient = 1 // the same, server to client
+	rawEcho     = 2 // the client sends size bytes, the server sends them back
+	rawRequest  = 3 // the client sends rawRequestLen bytes, the server answers size bytes
+)
+
+// rawRequestLen is a latency request's size: as an RDMA Read Request's
+// RDMAP fields.
+const rawRequestLen = 28
+
+func putRawHeader(b []byte, mode uint8, crc bool, size, count int) {
+	b[0], b[1] = mode, 0
 	if crc {
 		b[1] = 1
 	}
@@ -300,19 +313,66 @@ func rawServeTCP(c net.Conn) {
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return
 	}
-	toClient, crc := h[0] == 1, h[1] == 1
+	mode, crc := h[0], h[1] == 1
 	size, count := int(binary.BigEndian.Uint32(h[2:])), int(binary.BigEndian.Uint32(h[6:]))
 	if size <= 0 || size > maxPerfSize {
 		return
 	}
-	if toClient {
+	switch mode {
+	case rawToClient:
 		rawSendTCP(c, size, count, crc)
 		io.ReadFull(c, h[:1])
-		return
+	case rawToServer:
+		if rawRecvTCP(c, size, count, crc) == nil {
+			c.Write([]byte{1})
+		}
+	case rawEcho, rawRequest:
+		in, out := newRawMsg(size, crc), newRawMsg(size, crc)
+		if mode == rawRequest {
+			in = newRawMsg(rawRequestLen, crc)
+		}
+		for range count {
+			if in.read(c) != nil || out.write(c) != nil {
+				return
+			}
+		}
 	}
-	if rawRecvTCP(c, size, count, crc) == nil {
-		c.Write([]byte{1})
+}
+
+// rawMsg is one message of a raw round trip over TCP: size bytes and,
+// with crc, their CRC32c after them, computed on every send and checked
+// on every receipt, as MPA does per FPDU.
+type rawMsg struct {
+	buf  []byte
+	size int
+	crc  bool
+}
+
+func newRawMsg(size int, crc bool) *rawMsg {
+	m := &rawMsg{buf: make([]byte, size+4), size: size, crc: crc}
+	fillPattern(m.buf[:size])
+	if !crc {
+		m.buf = m.buf[:size]
 	}
+	return m
+}
+
+func (m *rawMsg) write(c net.Conn) error {
+	if m.crc {
+		mpa.PutCRC(m.buf[m.size:], mpa.CRC(m.buf[:m.size]))
+	}
+	_, err := c.Write(m.buf)
+	return err
+}
+
+func (m *rawMsg) read(c net.Conn) error {
+	if _, err := io.ReadFull(c, m.buf); err != nil {
+		return err
+	}
+	if m.crc && mpa.CRC(m.buf[:m.size]) != mpa.WireCRC(m.buf[m.size:]) {
+		return errors.New("raw TCP: CRC32c mismatch")
+	}
+	return nil
 }
 
 // rawSendTCP writes count messages of size bytes, each followed by its
@@ -363,18 +423,29 @@ func rawServeSCTP(ctx context.Context, a *sctpddp.Association) {
 		return
 	}
 	h := buf[rawSCTPOverhead:]
-	toClient := h[0] == 1
+	mode := h[0]
 	size, count := int(binary.BigEndian.Uint32(h[2:])), int(binary.BigEndian.Uint32(h[6:]))
 	if size <= 0 || size > maxPerfSize {
 		return
 	}
-	if toClient {
-		rawSendSCTP(ctx, s, size, count)
+	switch mode {
+	case rawToClient:
+		rawSendSCTP(ctx, s, patterned(size), count)
 		s.ReadMessage(ctx, buf)
-		return
-	}
-	if rawRecvSCTP(ctx, s, size, count, buf) == nil {
-		rawWriteSCTP(ctx, s, []byte{1})
+	case rawToServer:
+		if rawRecvSCTP(ctx, s, size, count, buf) == nil {
+			rawWriteSCTP(ctx, s, []byte{1})
+		}
+	case rawEcho, rawRequest:
+		in, out := size, patterned(size)
+		if mode == rawRequest {
+			in = rawRequestLen
+		}
+		for range count {
+			if rawRecvSCTP(ctx, s, in, 1, buf) != nil || rawSendSCTP(ctx, s, out, 1) != nil {
+				return
+			}
+		}
 	}
 }
 
@@ -393,20 +464,25 @@ func rawWriteSCTP(ctx context.Context, s *sctpddp.Stream, b []byte) error {
 	return err
 }
 
-// rawSendSCTP sends count messages of size bytes, each in SCTP messages
-// as large as DDP Segments may be (the MULPDU).
-func rawSendSCTP(ctx context.Context, s *sctpddp.Stream, size, count int) error {
-	buf := make([]byte, size)
-	fillPattern(buf)
+// rawSendSCTP sends msg count times, each in SCTP messages as large as
+// DDP Segments may be (the MULPDU).
+func rawSendSCTP(ctx context.Context, s *sctpddp.Stream, msg []byte, count int) error {
 	chunk := s.MULPDU() - ddp.TaggedHeaderLen
 	for range count {
-		for off := 0; off < size; off += chunk {
-			if err := rawWriteSCTP(ctx, s, buf[off:min(off+chunk, size)]); err != nil {
+		for off := 0; off < len(msg); off += chunk {
+			if err := rawWriteSCTP(ctx, s, msg[off:min(off+chunk, len(msg))]); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// patterned returns size bytes filled as the perf regions are.
+func patterned(size int) []byte {
+	b := make([]byte, size)
+	fillPattern(b)
+	return b
 }
 
 func rawRecvSCTP(ctx context.Context, s *sctpddp.Stream, size, count int, buf []byte) error {
