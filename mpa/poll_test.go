@@ -126,3 +126,70 @@ func TestConnWaiterReadsContextAndClose(t *testing.T) {
 		t.Fatalf("after Close: %+v", c)
 	}
 }
+
+// A waiter on a receive CQ whose Sends are larger than the Reader's
+// buffer leaves the reading to the receive goroutine (it cannot read such
+// an FPDU without blocking in its middle), and goes on leaving it for the
+// next waits instead of taking the token back for every message; every
+// message arrives intact and in order.
+func TestConnWaiterBulk(t *testing.T) {
+	noLeaks(t)
+	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+	_, bc := connectPair(t, Config{}, Config{}, a, b)
+	const size, n = 256 << 10, 100
+	src := a.Reg(t, size, 0)
+	var sinks [4]*rdmap.MemoryRegion
+	for i := range sinks {
+		sinks[i] = b.Reg(t, size, rdmap.LocalWrite)
+		if err := b.QP.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: sinks[i], Length: size}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := tctx(t)
+	sent := make(chan error, 1)
+	credits := make(chan struct{}, len(sinks))
+	for range sinks {
+		credits <- struct{}{}
+	}
+	go func() {
+		for i := 0; i < n; i++ {
+			<-credits
+			fillp(src.Bytes(), byte(i))
+			if err := a.QP.PostSend(rdmap.SendWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: src, Length: size}}}); err != nil {
+				sent <- err
+				return
+			}
+			// The source is reused: wait until it has left.
+			if c, err := a.SCQ.Wait(ctx); err != nil || c.Status != rdmap.StatusSuccess {
+				sent <- errors.Join(err, c.Err)
+				return
+			}
+		}
+		sent <- nil
+	}()
+	skipping := 0
+	want := make([]byte, size)
+	for i := 0; i < n; i++ {
+		c := waitC(t, b.RCQ)
+		if c.Status != rdmap.StatusSuccess || c.ByteLen != size {
+			t.Fatalf("message %d: %+v", i, c)
+		}
+		fillp(want, byte(i))
+		if got := sinks[c.WRID].Bytes(); string(got) != string(want) {
+			t.Fatalf("message %d: wrong contents", i)
+		}
+		if bc.skipPolls.Load() > 0 {
+			skipping++
+		}
+		if err := b.QP.PostRecv(rdmap.RecvWR{ID: c.WRID, SGL: []rdmap.SGE{{MR: sinks[c.WRID], Length: size}}}); err != nil {
+			t.Fatal(err)
+		}
+		credits <- struct{}{}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if skipping < n/2 {
+		t.Errorf("the waiter left the reading to the receive goroutine after only %d of %d messages", skipping, n)
+	}
+}

@@ -62,6 +62,10 @@ type receiveSide struct {
 	releases   atomic.Uint64
 	leaseArmed atomic.Bool
 
+	// skipPolls counts the calls of Poll that give up at once, after one
+	// found the next FPDU too large to read whole.
+	skipPolls atomic.Int32
+
 	// Owned by the token holder.
 	hdr     [ddp.MaxHeaderLen]byte
 	seq     uint32
@@ -74,6 +78,9 @@ const (
 	// is how long it grows to while the waiter keeps coming back.
 	leaseFor = 200 * time.Microsecond
 	maxLease = 1600 * time.Microsecond
+	// bulkSkip is how many waits leave the reading to the receive
+	// goroutine after one met an FPDU too large to read whole.
+	bulkSkip = 64
 )
 
 func (rs *receiveSide) init() {
@@ -94,12 +101,17 @@ func (c *Conn) canPoll() bool {
 // false, leaving the receive goroutine to read, when it cannot go on
 // without blocking for long: another goroutine is receiving (which then
 // lets the caller have the token after the FPDU that makes done true),
-// the next FPDU is too large to wait for whole, the receive goroutine
-// interrupted a read that waited a whole lease, or the connection failed (the receive goroutine meets the
-// error again and reports it). done must be cheap and safe to call from
-// any goroutine.
+// the next FPDU is too large to wait for whole (and then for the next
+// bulkSkip calls: large messages keep coming in bulk transfers), the
+// receive goroutine interrupted a read that waited a whole lease, or the
+// connection failed (the receive goroutine meets the error again and
+// reports it). done must be cheap and safe to call from any goroutine.
 func (c *Conn) Poll(done func() bool) bool {
 	if !c.canPoll() || c.rxEnded.Load() {
+		return false
+	}
+	if c.skipPolls.Load() > 0 {
+		c.skipPolls.Add(-1)
 		return false
 	}
 	if !c.rx.TryLock() {
@@ -117,6 +129,9 @@ func (c *Conn) Poll(done func() bool) bool {
 	for !done() {
 		whole, room := c.r.Whole()
 		if !room {
+			// Taking the token for FPDUs the receive goroutine must
+			// read costs two goroutine hand-offs per completion.
+			c.skipPolls.Store(bulkSkip)
 			c.handBack()
 			return false
 		}
