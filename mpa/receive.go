@@ -40,10 +40,17 @@ import (
 // The lease starts at leaseFor and doubles, up to maxLease, each time the
 // receive goroutine finds a waiter came back: a waiter that keeps coming
 // back costs the receive goroutine a wake-up every maxLease rather than
-// every leaseFor (each is a context switch, which on two cores a small
-// ping-pong feels). FPDUs that nobody waits for, and a waiter's context
-// ending, wait at most 2 × maxLease. Nothing on a waiter's round trip sets
-// a timer or reads the clock.
+// every leaseFor. Those wake-ups are what a small ping-pong feels most:
+// each is a context switch, and on a virtual machine a timer firing every
+// millisecond or two also keeps the idle CPUs from polling for the next
+// packet (Linux's guest haltpoll governor shrinks its polling window after
+// long halts): between two processes on a 2-core KVM guest the typical
+// Send half round trip was 23–27 µs with a 1.6 ms maximum lease and
+// 14–17 µs with 12.8 ms. A waiter that stops coming back, for one that
+// came back for a long while, leaves FPDUs that nobody waits for (and a
+// context that ends during its read) waiting at most 2 × maxLease, once;
+// a waiter of a few completions, at most 2 × leaseFor. Nothing on a
+// waiter's round trip sets a timer or reads the clock.
 type receiveSide struct {
 	rx      sync.Mutex  // the receive token
 	rxEnded atomic.Bool // the receive side stopped: nobody reads any more
@@ -77,7 +84,7 @@ const (
 	// waiter let go before the receive goroutine takes it back; maxLease
 	// is how long it grows to while the waiter keeps coming back.
 	leaseFor = 200 * time.Microsecond
-	maxLease = 1600 * time.Microsecond
+	maxLease = 12800 * time.Microsecond
 	// bulkSkip is how many waits leave the reading to the receive
 	// goroutine after one met an FPDU too large to read whole.
 	bulkSkip = 64

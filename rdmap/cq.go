@@ -228,7 +228,8 @@ func (cq *CompletionQueue) Poll(out []Completion) int {
 // waiting goroutine reads the connection itself rather than sleeping
 // until the transport's receive goroutine wakes it: a goroutine hand-off
 // fewer per completion. It then sees ctx end within a few milliseconds
-// (the transport interrupts a read that waited for long; MPA: 3.2 ms).
+// (the transport interrupts a read that waited for long; MPA: at most
+// 25.6 ms after a long run of waits, 0.4 ms after a few).
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
 	// Poll for a while first if asked to (SetSpin), as RDMA applications
