@@ -17,6 +17,11 @@
 //     places it, and delivers whole messages in order (§5.3, §5.4).
 //   - target.go: Target, the window of registered memory into which an LLP
 //     writes one segment's payload, with no intermediate copy.
+//   - enhanced.go: the enhanced RDMA connection establishment data of
+//     RFC 6581 §9 (IRD, ORD, connection model, RTR flags), which both
+//     lower layers carry in their set-up's Private Data: one codec for
+//     MPA's Request and Reply Frames and DDP over SCTP's Enhanced Session
+//     Control messages.
 //
 // # The contract with a lower layer
 //

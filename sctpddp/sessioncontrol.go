@@ -150,7 +150,9 @@ func (m *SessionControl) Validate() error {
 		return fmt.Errorf("%w: %d bytes in %v", ErrPrivateDataTooLong, n, m.Function)
 	}
 	if m.Function.Enhanced() {
-		return m.Enhanced.Validate()
+		if err := m.Enhanced.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidIRDORD, err)
+		}
 	}
 	return nil
 }

@@ -53,9 +53,9 @@ func TestSessionControlGolden(t *testing.T) {
 		{"reject", goldenReject, SessionControl{Function: FunctionReject, PrivateData: []byte("no")}},
 		{"terminate", goldenTerm, SessionControl{SSN: 0x0102, Function: FunctionTerminate}},
 		{"enhanced initiate", goldenEnhancedInitiate, SessionControl{Function: FunctionEnhancedInitiate,
-			Enhanced: EnhancedData{IRD: 4, ORD: 2, PeerToPeer: true, RTRRead: true}}},
+			Enhanced: EnhancedData{IRD: 4, ORD: 2, PeerToPeer: true, ReadRTR: true}}},
 		{"enhanced accept", goldenEnhancedAccept, SessionControl{Function: FunctionEnhancedAccept,
-			Enhanced: EnhancedData{IRD: 2, ORD: 4, PeerToPeer: true, RTRRead: true}, PrivateData: []byte{0xAB}}},
+			Enhanced: EnhancedData{IRD: 2, ORD: 4, PeerToPeer: true, ReadRTR: true}, PrivateData: []byte{0xAB}}},
 		{"enhanced reject", goldenEnhancedReject, SessionControl{Function: FunctionEnhancedReject,
 			Enhanced: EnhancedData{ORD: 1}}},
 	}
