@@ -378,15 +378,9 @@ func (m *rawMsg) read(c net.Conn) error {
 // rawSendTCP writes count messages of size bytes, each followed by its
 // CRC32c when crc is set, as MPA computes one per FPDU.
 func rawSendTCP(c net.Conn, size, count int, crc bool) error {
-	buf := make([]byte, size+4)
-	fillPattern(buf[:size])
-	n := size
+	m := newRawMsg(size, crc)
 	for range count {
-		if crc {
-			mpa.PutCRC(buf[size:], mpa.CRC(buf[:size]))
-			n = size + 4
-		}
-		if _, err := c.Write(buf[:n]); err != nil {
+		if err := m.write(c); err != nil {
 			return err
 		}
 	}
@@ -395,17 +389,10 @@ func rawSendTCP(c net.Conn, size, count int, crc bool) error {
 
 // rawRecvTCP reads what rawSendTCP wrote, checking the CRCs.
 func rawRecvTCP(c net.Conn, size, count int, crc bool) error {
-	buf := make([]byte, size+4)
-	n := size
-	if crc {
-		n += 4
-	}
+	m := newRawMsg(size, crc)
 	for range count {
-		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+		if err := m.read(c); err != nil {
 			return err
-		}
-		if crc && mpa.CRC(buf[:size]) != mpa.WireCRC(buf[size:]) {
-			return errors.New("raw TCP: CRC32c mismatch")
 		}
 	}
 	return nil
