@@ -32,10 +32,30 @@
 // stripping Markers and computing the CRC on the way. Neither allocates
 // per FPDU.
 //
-// The state machine of the Startup Phase (who sends which frame when,
-// Rule 4 of §7.1.2 that the Responder receives an FPDU before it sends
-// one, the RTR indication of RFC 6581) belongs to the connection code
-// that uses this package.
+// The connection (dial.go, conn.go) runs the Startup Phase (who sends
+// which frame when, the timeouts, Rule 4 of §7.1.2 that the Responder
+// receives an FPDU before it sends one, the RTR indication and IRD/ORD
+// negotiation of RFC 6581) and then Full Operation for a ddp.Endpoint
+// (an rdmap queue pair): Dial, Listen, Listener.Accept, Request.Accept
+// or Reject, optionally over TLS.
+//
+// # Concurrency in Full Operation
+//
+//   - Sending: the DDP Sender's segments are written by whichever
+//     goroutine holds the send side (Conn.WriteSegment): the endpoint's
+//     send goroutine, a posting goroutine when the send queue is idle,
+//     or the receive side answering an RDMA Read (Conn.BeginNoWait: a
+//     writev(2) that never waits for socket space, trywrite_linux.go;
+//     what the socket does not take is copied aside and written by the
+//     connection's flusher goroutine or the next send).
+//   - Receiving (receive.go): one goroutine at a time holds the receive
+//     token and reads FPDUs into registered memory: the connection's
+//     receive goroutine, or a goroutine waiting on a completion queue
+//     that only this connection's receives fill (Conn.Poll, ddp.Poller),
+//     so that the network wakes the waiter directly. A waiter only starts
+//     FPDUs already whole in its buffer; the receive goroutine takes the
+//     token back after a lease in which the waiter did not come back,
+//     interrupting a read the waiter is blocked in.
 //
 // Choices and known deviations:
 //
