@@ -12,7 +12,7 @@ import (
 // tryWriter makes one writev(2) on a TCP socket that does not wait for
 // room in the send buffer: it writes what the socket takes at once and
 // reports how much that was. The receive goroutine answers RDMA Read
-// Requests with it (Writer.FlushNoWait), since a receive goroutine that
+// Requests with it (Writer.SetNoWait), since a receive goroutine that
 // waits for its peer to read, while the peer's waits for it, stops both.
 type tryWriter struct {
 	rc  syscall.RawConn

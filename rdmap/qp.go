@@ -354,19 +354,31 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	idle := qp.pending == 0 && len(qp.urgent) == 0 && qp.llpReady() &&
 		(e.kind != kindRead || len(qp.reads) < qp.cfg.ORD) && (!e.fence || len(qp.reads) == 0)
 	if idle && qp.sendMu.TryLock() {
-		qp.pending++
-		qp.mu.Unlock()
-		qp.run(job{e: e})
-		qp.mu.Lock()
-		qp.pending--
-		qp.mu.Unlock()
-		qp.sendMu.Unlock()
+		qp.runHere(job{e: e}, nil)
 		return nil
 	}
 	qp.pending++
 	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
 	qp.mu.Unlock()
 	return nil
+}
+
+// runHere sends j on the calling goroutine, which holds qp.mu and
+// sendMu and found the send side idle; it releases both. With nw, the
+// LLP's BeginNoWait has returned true, and runHere ends it.
+func (qp *QueuePair) runHere(j job, nw ddp.NoWaiter) {
+	qp.pending++
+	qp.mu.Unlock()
+	qp.run(j)
+	if nw != nil {
+		if err := nw.EndNoWait(); err != nil {
+			qp.llpError(err)
+		}
+	}
+	qp.mu.Lock()
+	qp.pending--
+	qp.mu.Unlock()
+	qp.sendMu.Unlock()
 }
 
 // poller returns the LLP as a ddp.Poller, if it is one and the stream is
@@ -406,16 +418,7 @@ func (qp *QueuePair) respond(j job) {
 		// whatever the send queue has under way.
 		if qp.pending == 0 && len(qp.urgent) == 0 && qp.sendMu.TryLock() {
 			if nw.BeginNoWait() {
-				qp.pending++
-				qp.mu.Unlock()
-				qp.run(j)
-				if err := nw.EndNoWait(); err != nil {
-					qp.llpError(err)
-				}
-				qp.mu.Lock()
-				qp.pending--
-				qp.mu.Unlock()
-				qp.sendMu.Unlock()
+				qp.runHere(j, nw)
 				return
 			}
 			qp.sendMu.Unlock()

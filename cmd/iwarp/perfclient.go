@@ -476,12 +476,17 @@ func (r *perfRun) latTest(ctx context.Context, size, iters int, duration time.Du
 			r.progress.update(size, float64(i+1)/float64(iters))
 		}
 	}
-	secs := time.Since(t0).Seconds()
+	return latResult(size, samples, time.Since(t0).Seconds()), samples, nil
+}
+
+// latResult summarises a latency test of len(samples) round trips of size
+// bytes that took secs.
+func latResult(size int, samples []float64, secs float64) perfStats {
 	st := perfStats{Bytes: size, Iterations: len(samples), Seconds: secs, Lat: latencies(samples)}
 	st.BWAvg = float64(size) * float64(len(samples)) / secs / mib
 	st.BWPeak = st.BWAvg
 	st.MsgRate = float64(len(samples)) / secs / 1e6
-	return st, samples, nil
+	return st
 }
 
 // compareRounds is how many rounds --compare-raw alternates between
@@ -491,20 +496,43 @@ func (r *perfRun) latTest(ctx context.Context, size, iters int, duration time.Du
 // runs in turn (as the transports' own benchmarks measure it).
 const compareRounds = 5
 
+// compareRounds returns how many rounds --compare-raw runs: compareRounds,
+// or fewer when there are fewer iterations.
+func (r *perfRun) compareRounds() int {
+	if r.o.duration == 0 {
+		return max(1, min(compareRounds, r.o.iters))
+	}
+	return compareRounds
+}
+
+// roundIters returns the iterations of round k of rounds: --iters split
+// as evenly as it goes (zero with --duration, which each round splits).
+func (r *perfRun) roundIters(k, rounds int) int {
+	n := r.o.iters / rounds
+	if k < r.o.iters%rounds {
+		n++
+	}
+	return n
+}
+
+// median returns the median of the rounds' ratios (0 if there are none).
+func median(ratios []float64) *float64 {
+	m := 0.0
+	if len(ratios) > 0 {
+		sort.Float64s(ratios)
+		m = ratios[len(ratios)/2]
+	}
+	return &m
+}
+
 // compareTest runs the bandwidth test and the raw transfer alternately.
 func (r *perfRun) compareTest(ctx context.Context, size int) (perfStats, error) {
-	rounds := compareRounds
-	if r.o.duration == 0 {
-		rounds = max(1, min(rounds, r.o.iters))
-	}
+	rounds := r.compareRounds()
 	total := perfStats{Bytes: size}
 	raw := &rawStats{Transport: r.ep.scheme}
 	var ratios []float64
 	for k := range rounds {
-		iters := r.o.iters / rounds
-		if k < r.o.iters%rounds {
-			iters++
-		}
+		iters := r.roundIters(k, rounds)
 		st, err := r.bwTest(ctx, size, iters, r.o.duration/time.Duration(rounds))
 		if err != nil {
 			return total, err
@@ -531,12 +559,7 @@ func (r *perfRun) compareTest(ctx context.Context, size int) (perfStats, error) 
 	raw.BWAvg = float64(raw.Bytes) / raw.Seconds / mib
 	raw.Rounds = rounds
 	total.Raw = raw
-	ratio := 0.0
-	if len(ratios) > 0 {
-		sort.Float64s(ratios)
-		ratio = ratios[len(ratios)/2]
-	}
-	total.Ratio = &ratio
+	total.Ratio = median(ratios)
 	return total, nil
 }
 
@@ -544,17 +567,11 @@ func (r *perfRun) compareTest(ctx context.Context, size int) (perfStats, error) 
 // The ratio is iWARP's typical (median) latency over the raw one's, the
 // median over the rounds.
 func (r *perfRun) compareLatTest(ctx context.Context, size int) (perfStats, error) {
-	rounds := compareRounds
-	if r.o.duration == 0 {
-		rounds = max(1, min(rounds, r.o.iters))
-	}
+	rounds := r.compareRounds()
 	var all, rawAll, ratios []float64
 	var secs, rawSecs float64
 	for k := range rounds {
-		iters := r.o.iters / rounds
-		if k < r.o.iters%rounds {
-			iters++
-		}
+		iters := r.roundIters(k, rounds)
 		st, samples, err := r.latTest(ctx, size, iters, r.o.duration/time.Duration(rounds))
 		if err != nil {
 			return perfStats{}, err
@@ -571,22 +588,14 @@ func (r *perfRun) compareLatTest(ctx context.Context, size int) (perfStats, erro
 			ratios = append(ratios, latencies(samples).Typical/m)
 		}
 	}
-	total := perfStats{Bytes: size, Iterations: len(all), Seconds: secs, Lat: latencies(all)}
-	total.BWAvg = float64(size) * float64(len(all)) / secs / mib
-	total.BWPeak = total.BWAvg
-	total.MsgRate = float64(len(all)) / secs / 1e6
+	total := latResult(size, all, secs)
 	raw := &rawStats{Transport: r.ep.scheme, Bytes: size * len(rawAll), Iterations: len(rawAll), Seconds: rawSecs,
 		CRC32c: r.rawCRC(), Rounds: rounds, Lat: latencies(rawAll)}
 	if rawSecs > 0 {
 		raw.BWAvg = float64(raw.Bytes) / rawSecs / mib
 	}
 	total.Raw = raw
-	ratio := 0.0
-	if len(ratios) > 0 {
-		sort.Float64s(ratios)
-		ratio = ratios[len(ratios)/2]
-	}
-	total.Ratio = &ratio
+	total.Ratio = median(ratios)
 	return total, nil
 }
 
