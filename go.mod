@@ -10,8 +10,8 @@ go 1.26
 // 2026-11-23 and not kept: no throughput gained over DTLS/UDP, while
 // WebRTC data channels waited on retransmission timeouts after losses
 // (16 KiB segments: 26-52 MB/s at about 100 % CPU in two runs of three,
-// against 47-58 MB/s at 170 % on v1.11.3 the same day), and once the
-// browser demo's 2000-Write burst stalled for 30 s (docs/performance.md).
+// against 47-58 MB/s at 170 % on v1.11.3 the same day; see
+// docs/performance.md).
 
 require (
 	github.com/coder/websocket v1.8.15

@@ -50,7 +50,14 @@ GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./term/... ./trace/...
 go generate ./web
 
 echo "== go test -race"
-go test -race -count=1 -timeout 10m ./...
+# The browser demo test measures placements a second between Chromium and
+# the Go peer; it runs on its own, not beside other packages' tests on
+# the same cores (a data channel that lost packets to that contention
+# stalled the burst for 30 s in two runs of about fifteen).
+go test -race -count=1 -timeout 10m -skip 'TestDemoInBrowser' ./...
+
+echo "== the browser demo with the race detector: 400 placements a second"
+go test -race -count=1 -timeout 5m -run 'TestDemoInBrowser' ./cmd/iwarp
 
 echo "== the browser demo without the race detector: 1,000 placements a second"
 go test -count=1 -timeout 5m -run 'TestDemoInBrowser' ./cmd/iwarp
