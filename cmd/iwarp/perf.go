@@ -34,7 +34,10 @@ do for RDMA hardware. One side serves (--listen), the other measures
 (--connect).
 
 Bandwidth (the default) keeps up to --depth operations outstanding (RDMA
-Reads: up to the negotiated ORD) and prints perftest's columns:
+Reads: up to the negotiated ORD), asks for a completion only every
+--cq-mod of them, as perftest does (at most every half of those
+outstanding, so that the pipeline never runs dry), and prints perftest's
+columns:
 	#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]
 MB is 2^20 bytes, as in perftest. The time runs from the first operation
 to the peer's answer to a message sent after the last one, so everything
@@ -101,6 +104,7 @@ type perfOptions struct {
 	compareRaw      bool
 	json            bool
 	depth           int
+	cqMod           int
 	link            linkFlags
 }
 
@@ -123,6 +127,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.compareRaw, "compare-raw", false, "also move the same bytes over plain TCP or SCTP and print the ratio")
 	fs.BoolVar(&o.json, "json", false, "print one JSON result")
 	fs.IntVar(&o.depth, "depth", 128, "bandwidth: operations outstanding at once")
+	fs.IntVar(&o.cqMod, "cq-mod", 100, "bandwidth: a completion for every `N` operations (at most half of those outstanding)")
 	o.link.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -143,8 +148,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		if err := o.link.check(ep, true); err != nil {
 			return err
 		}
-		if o.op != "" || o.lat || o.all || o.size != 0 || o.iters != 0 || o.duration != 0 || o.compareRaw || o.json {
-			return usagef("the server (--listen) takes no test flags; give them to the client")
+		if f := clientFlag(fs); f != "" {
+			return usagef("the server (--listen) takes no test flags such as --%s; give them to the client", f)
 		}
 		return perfServe(ctx, ep, &o, stdout, stderr)
 	}
@@ -174,6 +179,9 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if o.depth < 1 || o.depth > 1024 {
 		return usagef("--depth must be between 1 and 1024")
 	}
+	if o.cqMod < 1 {
+		return usagef("--cq-mod must be at least 1")
+	}
 	if o.size == 0 {
 		o.size = 65536
 		if o.lat {
@@ -193,6 +201,26 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 }
 
 const maxPerfSize = 8 << 20
+
+// perfReadDepth is the IRD and ORD of perf's queue pairs: Linux siw's
+// limit (SIW_MAX_IRD_QP, SIW_MAX_ORD_QP), which perftest, asking the
+// device, uses for the RDMA Reads it keeps outstanding.
+const perfReadDepth = 128
+
+// clientFlag returns the name of a flag given that only the client takes,
+// or "".
+func clientFlag(fs *flag.FlagSet) string {
+	name := ""
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "op", "size", "all", "iters", "duration", "lat", "compare-raw", "json", "depth", "cq-mod":
+			if name == "" {
+				name = f.Name
+			}
+		}
+	})
+	return name
+}
 
 // sizes returns the message sizes of the run.
 func (o *perfOptions) sizes() []int {

@@ -113,6 +113,24 @@ func TestPerfTCP(t *testing.T) {
 	}
 }
 
+// TestPerfCQMod: with a completion asked for only every --cq-mod
+// operations, runs whose length is no multiple of it (and --duration
+// runs, which learn their end only after posting) still count every
+// operation and end.
+func TestPerfCQMod(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0")
+	for _, op := range []string{"write", "read", "send"} {
+		r := perfJSON(t, "--connect", url, "--op", op, "--size", "1000", "--iters", "107", "--depth", "10", "--cq-mod", "3")
+		if st := r.Results[0]; st.Iterations != 107 || st.BWAvg <= 0 {
+			t.Errorf("%s --iters 107 --cq-mod 3: %+v", op, st)
+		}
+		r = perfJSON(t, "--connect", url, "--op", op, "--size", "1000", "--duration", "200ms", "--cq-mod", "7")
+		if st := r.Results[0]; st.Iterations < 7 || st.Seconds < 0.2 || st.BWAvg <= 0 {
+			t.Errorf("%s --duration 200ms --cq-mod 7: %+v", op, st)
+		}
+	}
+}
+
 func TestPerfAll(t *testing.T) {
 	url, _ := startPerf(t, "tcp://127.0.0.1:0")
 	r := perfJSON(t, "--connect", url, "--op", "send", "--all", "--iters", "5")
@@ -196,7 +214,9 @@ func TestPerfUsage(t *testing.T) {
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--size", "8", "--all"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--iters", "8", "--duration", "1s"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--depth", "0"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--cq-mod", "0"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--op", "write"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--cq-mod", "4"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--connect", "tcp://127.0.0.1:1"},
 	} {
 		_, stderr, code := runIwarp(t, args...)

@@ -70,7 +70,7 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, rec *record
 		r.rcq = dev.NewCompletionQueue(8192)
 	}
 	var err error
-	r.qp, err = r.pd.NewQueuePair(rdmap.QPConfig{SendCQ: r.scq, RecvCQ: r.rcq, IRD: 16, ORD: 16, SendDepth: o.depth + 64, RecvDepth: 1024})
+	r.qp, err = r.pd.NewQueuePair(rdmap.QPConfig{SendCQ: r.scq, RecvCQ: r.rcq, IRD: perfReadDepth, ORD: perfReadDepth, SendDepth: o.depth + 64, RecvDepth: 1024})
 	if err != nil {
 		return err
 	}
@@ -290,16 +290,17 @@ func (r *perfRun) start(ctx context.Context, size int) error {
 	return err
 }
 
-// post posts data operation id of size bytes.
-func (r *perfRun) post(id uint64, size int) error {
+// post posts data operation id of size bytes; only a signaled one
+// completes on the CQ when it succeeds.
+func (r *perfRun) post(id uint64, size int, signaled bool) error {
 	sge := rdmap.SGE{MR: r.data, Length: uint32(size)}
 	switch r.o.op {
 	case "write":
-		return r.qp.PostWrite(rdmap.WriteWR{ID: id, SGL: []rdmap.SGE{sge}, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to})
+		return r.qp.PostWrite(rdmap.WriteWR{ID: id, SGL: []rdmap.SGE{sge}, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to, Unsignaled: !signaled})
 	case "read":
-		return r.qp.PostRead(rdmap.ReadWR{ID: id, Local: sge, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to})
+		return r.qp.PostRead(rdmap.ReadWR{ID: id, Local: sge, RemoteSTag: r.remote.stag, RemoteTO: r.remote.to, Unsignaled: !signaled})
 	default:
-		return r.qp.PostSend(rdmap.SendWR{ID: id, SGL: []rdmap.SGE{sge}})
+		return r.qp.PostSend(rdmap.SendWR{ID: id, SGL: []rdmap.SGE{sge}, Unsignaled: !signaled})
 	}
 }
 
@@ -323,6 +324,13 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 		_, ord := r.qp.ReadLimits()
 		limit = min(limit, max(1, ord))
 	}
+	// As perftest does (--cq-mod), only every mod-th operation asks for a
+	// completion: it stands for those before it, since a send queue's
+	// work requests complete in order. The goroutine that posts then
+	// wakes once per mod operations rather than once for each. At most
+	// half of those outstanding, so that mod more are posted while as
+	// many are still under way.
+	mod := max(1, min(r.o.cqMod, limit/2))
 	gran := max(1, iters/200)
 	if duration > 0 {
 		gran = 16
@@ -332,6 +340,8 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	deadline := t0.Add(duration)
 	marks := []mark{{t0, 0}}
 	posted, done := 0, 0
+	signaled := 0 // the ID of the last signaled operation posted
+	nextMark := gran
 	more := func() bool {
 		if duration > 0 {
 			return time.Now().Before(deadline)
@@ -340,15 +350,23 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	}
 	for {
 		for posted-done < limit && more() && (r.o.op != "send" || r.credits > 0) {
-			if err := r.post(uint64(posted+1), size); err != nil {
+			sig := (posted+1)%mod == 0 || (duration == 0 && posted+1 == iters)
+			if err := r.post(uint64(posted+1), size, sig); err != nil {
 				return perfStats{}, err
 			}
 			posted++
+			if sig {
+				signaled = posted
+			}
 			if r.o.op == "send" {
 				r.credits--
 			}
 		}
-		if done == posted && !more() {
+		// Stop posting and waiting once the last signaled operation has
+		// completed; the exchange with the server below covers those
+		// after it (a --duration run does not know its last one when it
+		// posts it).
+		if !more() && done >= signaled {
 			break
 		}
 		cp, err := r.wait(ctx)
@@ -364,8 +382,9 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 			}
 		case cp.WRID&ctlWRID != 0:
 		default:
-			done++
-			if done%gran == 0 {
+			done = int(cp.WRID)
+			if done >= nextMark {
+				nextMark = done + gran
 				now := time.Now()
 				marks = append(marks, mark{now, done})
 				if duration > 0 {
@@ -377,7 +396,8 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 		}
 	}
 	// Everything has landed once the server answers a message sent after
-	// the last operation.
+	// the last operation: it follows their data (and an RDMA Read's
+	// Response precedes the answer), so they have all completed.
 	if err := r.sendCtl(perfCtl{typ: ctlDone}); err != nil {
 		return perfStats{}, err
 	}
@@ -385,6 +405,7 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 		return perfStats{}, err
 	}
 	t1 := time.Now()
+	done = posted
 	marks = append(marks, mark{t1, done})
 	secs := t1.Sub(t0).Seconds()
 	st := perfStats{Bytes: size, Iterations: done, Seconds: secs}

@@ -61,7 +61,7 @@ func perfServeConn(ctx context.Context, dev *rdmap.Device, p *pending, rawPort u
 	// replies, errors) are taken on the way. On a CQ of their own the
 	// waiting goroutine reads the connection itself (CompletionQueue.Wait).
 	scq, rcq := dev.NewCompletionQueue(8192), dev.NewCompletionQueue(8192)
-	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, IRD: 16, ORD: 16, SendDepth: 512, RecvDepth: 1024})
+	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, IRD: perfReadDepth, ORD: perfReadDepth, SendDepth: 512, RecvDepth: 1024})
 	if err != nil {
 		p.reject()
 		return err
