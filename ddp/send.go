@@ -23,7 +23,8 @@ type LLP interface {
 	// it the message's last segment (L set), so as to write a message's
 	// segments together: the Sender hands over all of a message's segments
 	// in one go, and their memory does not change meanwhile. When the call
-	// with the last segment returns, the LLP keeps nothing. A nil error
+	// with the last segment returns, the LLP keeps nothing (unless it was
+	// asked to hold whole messages: Batcher). A nil error
 	// means the LLP has taken responsibility for delivering the segment
 	// (for a held one: together with the rest of its message) reliably.
 	WriteSegment(hdr []byte, payload [][]byte) error
@@ -36,6 +37,20 @@ type LLP interface {
 // goroutine uses it to avoid blocking the caller.
 type Holder interface {
 	Ready() bool
+}
+
+// Batcher is implemented by an LLP that can send several whole messages
+// in one write, as MPA does in one gather write of their FPDUs. After
+// Hold, WriteSegment may keep every segment it is given, the last of each
+// message included, until Release sends them: their payload memory must
+// not change before Release returns, and a ULP reports the messages
+// complete only after it (RFC 5040 §5.5 rule 14). Release's error is the
+// stream's loss, as a WriteSegment error would have been. Hold, the
+// WriteSegment calls and Release come from the ULP's one sender at a
+// time; Hold and Release do not nest.
+type Batcher interface {
+	Hold()
+	Release() error
 }
 
 // NoWaiter is implemented by an LLP that can take a message without

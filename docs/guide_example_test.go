@@ -115,6 +115,7 @@ func Example_guideTCP() {
 	// Output:
 	// RDMA_WRITE SUCCESS 5
 	// RDMA_READ SUCCESS "hello"
+	// RDMA_READ 13 "hell"
 	// SEND SUCCESS
 	// RECV 7 11 "how are you"
 	// RECV WR_FLUSH_ERR
@@ -130,6 +131,7 @@ func Example_guideSCTP() {
 	// Output:
 	// RDMA_WRITE SUCCESS 5
 	// RDMA_READ SUCCESS "hello"
+	// RDMA_READ 13 "hell"
 	// SEND SUCCESS
 	// RECV 7 11 "how are you"
 	// RECV WR_FLUSH_ERR
@@ -177,6 +179,33 @@ func operations(ctx context.Context, alice, bob *node) {
 		log.Fatal(err)
 	}
 	fmt.Printf("%v %v %q\n", c.Op, c.Status, sink.Bytes())
+
+	// A batch: four Reads leave together, and only the last asks for a
+	// completion (Reads complete in order).
+	parts, _ := alice.pd.RegisterMemory(make([]byte, 4), 0, rdmap.LocalWrite)
+	err = alice.qp.PostBatch(func() error {
+		for i := range 4 {
+			err := alice.qp.PostRead(rdmap.ReadWR{
+				ID:         uint64(10 + i),
+				Local:      rdmap.SGE{MR: parts, Offset: uint64(i), Length: 1},
+				RemoteSTag: stag,
+				RemoteTO:   to + 0x10 + uint64(i),
+				Unsignaled: i < 3,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err = alice.scq.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%v %d %q\n", c.Op, c.WRID, parts.Bytes())
 
 	// Send and receive: Bob posts a buffer before Alice sends.
 	rbuf, _ := bob.pd.RegisterMemory(make([]byte, 256), 0, rdmap.LocalWrite)

@@ -114,6 +114,9 @@ type Conn struct {
 	wmu    sync.Mutex
 	noWait bool
 	kick   chan struct{}
+	// holding: between Hold and Release, whole messages wait in the
+	// Writer's gather list too (guarded by wmu).
+	holding bool
 	// skipNoWait counts down the messages BeginNoWait declines after one
 	// that the socket did not take whole: while the peer reads slower
 	// than this end writes, copying aside costs more than the hand-off
@@ -169,10 +172,28 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	if err := c.w.Queue(hdr, payload); err != nil {
 		return err
 	}
-	if c.neg.MarkersTx || len(hdr) == 0 || ddp.Control(hdr[0]).Last() {
+	if c.neg.MarkersTx || len(hdr) == 0 || (ddp.Control(hdr[0]).Last() && !c.holding) {
 		return c.w.Flush()
 	}
 	return nil
+}
+
+// Hold implements ddp.Batcher: until Release, the FPDUs of whole messages
+// stay in the Writer's gather list as well, and leave together, as many
+// as the list holds (maxQueued) per gather write. With Markers every FPDU
+// still leaves on its own (WriteSegment).
+func (c *Conn) Hold() {
+	c.wmu.Lock()
+	c.holding = true
+	c.wmu.Unlock()
+}
+
+// Release implements ddp.Batcher: it writes what Hold kept.
+func (c *Conn) Release() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.holding = false
+	return c.w.Flush()
 }
 
 // BeginNoWait implements ddp.NoWaiter: on a TCP connection (on Linux)

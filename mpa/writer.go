@@ -56,8 +56,10 @@ type Writer struct {
 	behind  int // flushes without waiting that left octets behind (tests look)
 }
 
-// maxQueued bounds the FPDUs Queue holds before it writes them.
-const maxQueued = 4
+// maxQueued bounds the FPDUs Queue holds before it writes them: the
+// FPDUs of one message, or of a batch of small ones (Conn.Hold), such as
+// RDMA Read Requests.
+const maxQueued = 16
 
 // maxQueuedHeader is the longest header Queue copies; a longer one is
 // written at once.

@@ -81,6 +81,11 @@ type QueuePair struct {
 	// Owned by the send goroutine.
 	sender *ddp.Sender
 	llp    ddp.LLP
+	// Owned by whoever holds sendMu: while the LLP holds what it is given
+	// (ddp.Batcher), the Sends and Writes it took wait in deferred for
+	// their completions.
+	holding  bool
+	deferred []*sqEntry
 
 	mu         sync.Mutex // guards the fields below
 	state      State
@@ -92,6 +97,12 @@ type QueuePair struct {
 	fault      *term.Error // what stopped the stream
 	terminated chan struct{}
 	termOnce   sync.Once
+
+	// PostBatch: while batch > 0, posted work requests wait in held
+	// (guarded by mu) and start together when the outermost batch ends.
+	batch     int
+	held      []job
+	heldSpare []job // held's array between batches
 
 	jobs        chan job
 	pending     int           // jobs queued or running (guarded by mu)
@@ -347,13 +358,17 @@ func (qp *QueuePair) post(e *sqEntry) error {
 		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
 	}
 	qp.sq = append(qp.sq, e)
+	if qp.batch > 0 {
+		qp.held = append(qp.held, job{e: e})
+		qp.mu.Unlock()
+		return nil
+	}
 	// When nothing else is queued or running, the poster sends the request
 	// itself, as Linux siw does: two goroutine hand-offs fewer on the path
 	// of a lone request. It only does so when the request cannot wait for
 	// Reads (ORD, Fence), so a post never blocks for long.
-	idle := qp.pending == 0 && len(qp.urgent) == 0 && qp.llpReady() &&
-		(e.kind != kindRead || len(qp.reads) < qp.cfg.ORD) && (!e.fence || len(qp.reads) == 0)
-	if idle && qp.sendMu.TryLock() {
+	reads := len(qp.reads)
+	if qp.idle() && qp.startsNow(e, &reads) && qp.sendMu.TryLock() {
 		qp.runHere(job{e: e}, nil)
 		return nil
 	}
@@ -361,6 +376,136 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
 	qp.mu.Unlock()
 	return nil
+}
+
+// idle reports whether nothing is queued for the send side or running
+// there, and the LLP would take a segment now. The caller holds qp.mu.
+func (qp *QueuePair) idle() bool {
+	return qp.pending == 0 && len(qp.urgent) == 0 && qp.llpReady()
+}
+
+// startsNow reports whether e, posted after *reads RDMA Reads are
+// outstanding, can be sent without waiting for Read Responses (ORD,
+// Fence), and counts it in *reads if it is a Read. The caller holds
+// qp.mu.
+func (qp *QueuePair) startsNow(e *sqEntry, reads *int) bool {
+	if e.fence && *reads > 0 {
+		return false
+	}
+	if e.kind == kindRead {
+		if *reads >= qp.cfg.ORD {
+			return false
+		}
+		*reads++
+	}
+	return true
+}
+
+// PostBatch calls post, which posts work requests (PostSend, PostWrite,
+// PostRead, PostInvalidate), and starts them together when post returns,
+// as ibv_post_send does with a list of work requests: the send queue
+// takes them in order, and an LLP that can (ddp.Batcher: MPA) sends them
+// in as few writes as it can, a run of small RDMA Read Requests or Sends
+// in one gather write instead of one write (and one wake-up of the peer)
+// each. The Sends and Writes among them complete once the LLP has taken
+// them all. Work requests that other goroutines post meanwhile join the
+// batch. PostBatch returns post's error; what post posted before it still
+// starts. Batches nest: the outermost one starts them.
+func (qp *QueuePair) PostBatch(post func() error) error {
+	qp.mu.Lock()
+	qp.batch++
+	qp.mu.Unlock()
+	defer qp.endBatch()
+	return post()
+}
+
+// endBatch ends a PostBatch: when it is the outermost, the held work
+// requests start. Those that can go without waiting for Read Responses
+// are sent on the calling goroutine, as a lone post is when the send side
+// is idle; the rest go to the send goroutine, in order after them.
+func (qp *QueuePair) endBatch() {
+	qp.mu.Lock()
+	qp.batch--
+	if qp.batch > 0 || len(qp.held) == 0 {
+		qp.mu.Unlock()
+		return
+	}
+	held := qp.held
+	qp.held, qp.heldSpare = qp.heldSpare, nil
+	if qp.state != StateRunning {
+		// The stream stopped: flushing reports them (they are on qp.sq).
+		qp.endHeld(held)
+		qp.mu.Unlock()
+		return
+	}
+	n := 0
+	if qp.idle() {
+		reads := len(qp.reads)
+		for n < len(held) && qp.startsNow(held[n].e, &reads) {
+			n++
+		}
+	}
+	if n > 0 && !qp.sendMu.TryLock() {
+		n = 0
+	}
+	// Queued while this goroutine holds sendMu, the rest run after the
+	// first n: the send goroutine waits for sendMu.
+	for _, j := range held[n:] {
+		qp.pending++
+		qp.jobs <- j // never blocks: capacity covers SendDepth + IRD
+	}
+	if n == 0 {
+		qp.endHeld(held)
+		qp.mu.Unlock()
+		return
+	}
+	qp.pending++
+	qp.mu.Unlock()
+	qp.runHeld(held[:n])
+	qp.mu.Lock()
+	qp.pending--
+	qp.endHeld(held)
+	qp.mu.Unlock()
+	qp.sendMu.Unlock()
+}
+
+// endHeld keeps the array of a batch's held jobs for the next batch, so
+// that batches do not allocate once it has grown. The caller holds qp.mu.
+func (qp *QueuePair) endHeld(held []job) {
+	if qp.heldSpare == nil {
+		clear(held)
+		qp.heldSpare = held[:0]
+	}
+}
+
+// runHeld sends js, on the goroutine that holds sendMu, with the LLP
+// holding them until the last has been given to it (ddp.Batcher).
+func (qp *QueuePair) runHeld(js []job) {
+	b, ok := qp.llp.(ddp.Batcher)
+	if !ok || len(js) == 1 {
+		for _, j := range js {
+			qp.run(j)
+		}
+		return
+	}
+	b.Hold()
+	qp.holding = true
+	for _, j := range js {
+		qp.run(j)
+	}
+	qp.holding = false
+	err := b.Release()
+	done := qp.deferred
+	qp.deferred = qp.deferred[:0]
+	if err != nil {
+		// The stream stops; flushing completes what the LLP held.
+		qp.llpError(err)
+	} else {
+		for _, e := range done {
+			qp.complete(e, StatusSuccess, nil)
+		}
+	}
+	clear(done)
 }
 
 // runHere sends j on the calling goroutine, which holds qp.mu and
@@ -594,7 +739,12 @@ func (qp *QueuePair) run(j job) {
 	}
 	// "A Send or RDMA Write Message MUST NOT be considered Complete at
 	// the Local Peer (Data Source) until it has been successfully
-	// completed at the DDP layer." (RFC 5040 §5.5 rule 14)
+	// completed at the DDP layer." (RFC 5040 §5.5 rule 14) An LLP that
+	// holds messages (runHeld) has taken them only when it releases them.
+	if qp.holding && e.kind != kindInvalidate {
+		qp.deferred = append(qp.deferred, e)
+		return
+	}
 	qp.complete(e, StatusSuccess, nil)
 }
 

@@ -348,11 +348,13 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 		}
 		return posted < iters
 	}
-	for {
+	// What the window has room for is posted as one batch: the Read
+	// Requests (or small Writes and Sends) leave in one gather write.
+	postMore := func() error {
 		for posted-done < limit && more() && (r.o.op != "send" || r.credits > 0) {
 			sig := (posted+1)%mod == 0 || (duration == 0 && posted+1 == iters)
 			if err := r.post(uint64(posted+1), size, sig); err != nil {
-				return perfStats{}, err
+				return err
 			}
 			posted++
 			if sig {
@@ -361,6 +363,12 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 			if r.o.op == "send" {
 				r.credits--
 			}
+		}
+		return nil
+	}
+	for {
+		if err := r.qp.PostBatch(postMore); err != nil {
+			return perfStats{}, err
 		}
 		// Stop posting and waiting once the last signaled operation has
 		// completed; the exchange with the server below covers those

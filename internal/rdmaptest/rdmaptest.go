@@ -141,6 +141,65 @@ func Exercise(t testing.TB, a, b *Peer) {
 	if c := Wait(t, a.RCQ); c.WRID != 9 || c.ByteLen != 4 || string(abuf.Bytes()[:4]) != "pong" {
 		t.Fatalf("receive at the initiator: %+v", c)
 	}
+	exerciseBatch(t, a, b, target, rbuf, src, sink)
+}
+
+// exerciseBatch posts Writes, Sends and Reads as one batch
+// (QueuePair.PostBatch): they complete in order, and their bytes land
+// where they belong.
+func exerciseBatch(t testing.TB, a, b *Peer, target, rbuf, src, sink *rdmap.MemoryRegion) {
+	t.Helper()
+	Fill(src.Bytes(), 11)
+	clear(sink.Bytes())
+	for i := 0; i < 4; i++ {
+		must(t, b.QP.PostRecv(rdmap.RecvWR{ID: uint64(10 + i), SGL: []rdmap.SGE{{MR: rbuf, Offset: uint64(i * 1024), Length: 1024}}}))
+	}
+	// A second STag on the target: the Sends with Invalidate above
+	// invalidated the first.
+	target2, err := b.PD.RegisterMemory(target.Bytes(), 0, rdmap.RemoteWrite|rdmap.RemoteRead)
+	must(t, err)
+	ops := []rdmap.WorkOp{}
+	must(t, a.QP.PostBatch(func() error {
+		for i := 0; i < 3; i++ {
+			off := uint64(i) << 16
+			if err := a.QP.PostWrite(rdmap.WriteWR{ID: uint64(len(ops)), SGL: []rdmap.SGE{{MR: src, Offset: off, Length: 1 << 16}}, RemoteSTag: target2.STag(), RemoteTO: off}); err != nil {
+				return err
+			}
+			ops = append(ops, rdmap.WorkWrite)
+			if err := a.QP.PostSend(rdmap.SendWR{ID: uint64(len(ops)), SGL: []rdmap.SGE{{MR: src, Offset: off, Length: 100}}}); err != nil {
+				return err
+			}
+			ops = append(ops, rdmap.WorkSend)
+		}
+		// They read what the Writes wrote: their Requests reach the peer
+		// after the Writes.
+		for i := 0; i < 3; i++ {
+			off := uint64(i) << 16
+			if err := a.QP.PostRead(rdmap.ReadWR{ID: uint64(len(ops)), Local: rdmap.SGE{MR: sink, Offset: off, Length: 1 << 16}, RemoteSTag: target2.STag(), RemoteTO: off}); err != nil {
+				return err
+			}
+			ops = append(ops, rdmap.WorkRead)
+		}
+		// A fenced Send waits for the Reads' Responses.
+		err := a.QP.PostSend(rdmap.SendWR{ID: uint64(len(ops)), SGL: []rdmap.SGE{{MR: src, Length: 100}}, Fence: true})
+		ops = append(ops, rdmap.WorkSend)
+		return err
+	}))
+	for i, op := range ops {
+		if c := Wait(t, a.SCQ); c.WRID != uint64(i) || c.Op != op || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("batch completion %d: %+v", i, c)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		off := (i % 3) << 16 // the fenced Send is the first 100 octets again
+		if c := Wait(t, b.RCQ); c.WRID != uint64(10+i) || c.Status != rdmap.StatusSuccess || c.ByteLen != 100 ||
+			!bytes.Equal(rbuf.Bytes()[i*1024:i*1024+100], src.Bytes()[off:off+100]) {
+			t.Fatalf("batch receive %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(sink.Bytes()[:3<<16], src.Bytes()[:3<<16]) {
+		t.Fatal("the batch's RDMA Reads did not read what its Writes wrote")
+	}
 }
 
 func must(t testing.TB, err error) {
