@@ -47,7 +47,10 @@
 //     or the receive side answering an RDMA Read (Conn.BeginNoWait: a
 //     writev(2) that never waits for socket space, trywrite_linux.go;
 //     what the socket does not take is copied aside and written by the
-//     connection's flusher goroutine or the next send).
+//     connection's flusher goroutine or the next send). Between
+//     Conn.Hold and Conn.Release (ddp.Batcher, used by rdmap's
+//     PostBatch) whole messages wait in the Writer's gather list too and
+//     leave together, up to 16 FPDUs per writev(2).
 //   - Receiving (receive.go): one goroutine at a time holds the receive
 //     token and reads FPDUs into registered memory: the connection's
 //     receive goroutine, or a goroutine waiting on a completion queue
@@ -83,6 +86,15 @@
 //     In a Rev 1 frame the S bit is a reserved bit and is ignored.
 //   - With CRCs off the Writer sends zero in the CRC field (RFC 5044
 //     §4.4 allows generating them anyway; Linux siw sends zero).
+//   - The FPDUs of one DDP message, and of a batch (Conn.Hold), leave in
+//     one gather write, so TCP, not MPA, cuts them into segments. A run
+//     of small FPDUs (RDMA Read Requests, short Sends) then shares a
+//     segment, as §5.1 allows ("Multiple FPDUs MAY be packed into a
+//     single TCP segment ... as long as they are entirely contained in
+//     the TCP segment"); a write longer than the EMSS loses the FPDU
+//     Alignment that §5.1 asks for with a SHOULD after its first
+//     segment. Receivers "MUST NOT depend on FPDU Alignment" (Appendix
+//     A). With Markers every FPDU is written on its own.
 //
 // Independent checks (see tshark_test.go, tshark_live_test.go and
 // capture_test.go): Wireshark 4.0's dissector finds every FPDU this
