@@ -299,10 +299,13 @@ func newConn(nc net.Conn, ep ddp.Endpoint, neg Negotiated, tx, rx Options, respo
 
 // run starts the endpoint on the connection and the receive loop.
 func (c *Conn) run() error {
+	// Counted before the endpoint starts: from then on its Close may
+	// close the connection, whose Close waits for these goroutines.
+	c.wg.Add(3)
 	if err := c.ep.Start(c); err != nil {
+		c.wg.Add(-3)
 		return err
 	}
-	c.wg.Add(3)
 	go c.readLoop()
 	go c.watch()
 	go c.flushLoop()

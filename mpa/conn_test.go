@@ -402,3 +402,29 @@ func TestDialTimeout(t *testing.T) {
 		t.Fatalf("Dial = %v after %v", err, time.Since(start))
 	}
 }
+
+// A queue pair closed the moment the connection has started it: Close
+// closes the connection, whose goroutines must already be counted, and
+// Accept, Dial and Close all return.
+func TestConnCloseWhileStarting(t *testing.T) {
+	noLeaks(t)
+	for i := range 10 {
+		l, accepted, b := listenFor(t, Config{})
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			for b.QP.State() == rdmap.StateIdle {
+				runtime.Gosched()
+			}
+			b.QP.Close(tctx(t))
+		}()
+		a := newPeer(t, rdmap.QPConfig{})
+		if _, err := Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &Config{}); err != nil {
+			t.Fatalf("Dial %d: %v", i, err)
+		}
+		<-closed
+		<-accepted
+		a.QP.Close(tctx(t))
+		l.Close()
+	}
+}

@@ -150,10 +150,14 @@ func newSession(st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session,
 
 // start makes the endpoint send over the session and starts reading.
 func (s *Session) start() error {
+	// Counted before the endpoint starts: from then on its Close may
+	// close the session, whose Close waits for these goroutines (which
+	// then return at once).
+	s.wg.Add(2)
 	if err := s.ep.Start(s); err != nil {
+		s.wg.Add(-2)
 		return err
 	}
-	s.wg.Add(2)
 	go s.readLoop()
 	go s.watch()
 	return nil

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -310,6 +311,43 @@ func TestSessionBasicAndIRDORD(t *testing.T) {
 	}
 	if ird, ord := c.QP.ReadLimits(); ord != 2 || ird != 8 || s.PeerEnhanced.IRD != 2 || s.PeerEnhanced.ORD != 1 {
 		t.Fatalf("negotiated IRD %d ORD %d; peer sent %+v", ird, ord, s.PeerEnhanced)
+	}
+}
+
+// A queue pair closed the moment its session has started it: Close
+// closes the session, whose goroutines must already be counted (the race
+// detector saw the WaitGroup's Wait race the session's Add once in a CI
+// run), and Accept and Close both return.
+func TestSessionCloseWhileStarting(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	server, client := connect(t, srv, cli)
+	sa := server.Sessions(0)
+	for i := range 10 {
+		b := newPeer(t, nil)
+		accepted := make(chan error, 1)
+		go func() {
+			r, err := sa.Accept(testCtx(t))
+			if err == nil {
+				_, err = r.Accept(b.QP, SessionConfig{})
+			}
+			accepted <- err
+		}()
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			for b.QP.State() == rdmap.StateIdle {
+				runtime.Gosched()
+			}
+			b.QP.Close(testCtx(t))
+		}()
+		a := newPeer(t, nil)
+		if _, err := Connect(testCtx(t), client, uint16(1+i), a.QP, SessionConfig{}); err != nil {
+			t.Fatalf("Connect %d: %v", i, err)
+		}
+		<-closed
+		<-accepted // nil, or an error if Close came first
+		a.QP.Close(testCtx(t))
 	}
 }
 
