@@ -2,11 +2,9 @@ package rdmap
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
@@ -79,24 +77,8 @@ func (e *batchEnd) Release() error {
 // newBatchPair connects a, whose LLP holds batches, to b.
 func newBatchPair(t *testing.T, cfg QPConfig) (*side, *side, *batchEnd) {
 	t.Helper()
-	ea, eb := llptest.New(llptest.Options{MULPDU: 400})
-	a, b := newSide(t, ea, cfg), newSide(t, eb, cfg)
-	be := &batchEnd{End: ea}
-	ea.Attach(a.qp.Stream())
-	eb.Attach(b.qp.Stream())
-	if err := a.qp.Start(be); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.qp.Start(eb); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		a.qp.Close(ctx)
-		b.qp.Close(ctx)
-	})
-	return a, b, be
+	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 400}, cfg: cfg, batcher: true})
+	return a, b, a.qp.llp.(*batchEnd)
 }
 
 func queued(cq *CompletionQueue) int {

@@ -16,7 +16,9 @@ import (
 // RDMA places data in any order (RFC 5040 §5.5 rule 3) and a Read Response
 // may carry data of a later Write (rule 12's note), so each batch of
 // operations touches disjoint slots of memory; between batches all
-// completions are awaited, which makes the model exact.
+// completions are awaited, which makes the model exact. In two of the
+// four runs about half of the batches are posted as one list
+// (PostBatch) to an LLP that holds them until the list ends.
 func TestModelRandomOperations(t *testing.T) {
 	const (
 		slot   = 2048
@@ -28,9 +30,13 @@ func TestModelRandomOperations(t *testing.T) {
 	for run := uint64(0); run < 4; run++ {
 		rng := rand.New(rand.NewPCG(run, 0x5eed))
 		mulpdu := 40 + rng.IntN(1500)
+		// Runs 1 and 3 post some batches as one list (PostBatch) to an
+		// LLP that holds them (ddp.Batcher).
+		batcher := run%2 == 1
 		a, b := newPair(t, pairOpts{
-			pipe: llptest.Options{MULPDU: mulpdu, Reorder: 1 + rng.IntN(16), Seed: run, Depth: 512},
-			cfg:  QPConfig{SendDepth: batch, RecvDepth: batch, IRD: batch, ORD: 1 + rng.IntN(batch)},
+			pipe:    llptest.Options{MULPDU: mulpdu, Reorder: 1 + rng.IntN(16), Seed: run, Depth: 512},
+			cfg:     QPConfig{SendDepth: batch, RecvDepth: batch, IRD: batch, ORD: 1 + rng.IntN(batch)},
+			batcher: batcher,
 		})
 		target := b.reg(t, slot*slots, RemoteWrite|RemoteRead)
 		recv := b.reg(t, slot*batch, LocalWrite)
@@ -51,37 +57,49 @@ func TestModelRandomOperations(t *testing.T) {
 			}
 			var want []expect
 			nrecv := 0
-			for i := 0; i < batch; i++ {
-				n := rng.IntN(slot + 1)
-				if rng.IntN(8) == 0 {
-					n = 0
+			postOps := func() error {
+				for i := 0; i < batch; i++ {
+					n := rng.IntN(slot + 1)
+					if rng.IntN(8) == 0 {
+						n = 0
+					}
+					off := rng.IntN(slot - n + 1)
+					s := uint64(perm[i]*slot + off) // this op's slot, in T or K
+					srcOff := uint64(rng.IntN(len(src.Bytes()) - n + 1))
+					var err error
+					switch rng.IntN(3) {
+					case 0:
+						err = a.qp.PostWrite(WriteWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}, RemoteSTag: target.STag(), RemoteTO: s})
+						copy(modelT[s:], src.Bytes()[srcOff:srcOff+uint64(n)])
+						want = append(want, expect{WorkWrite, uint32(n)})
+					case 1:
+						err = a.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: sink, Offset: s, Length: uint32(n)}, RemoteSTag: target.STag(), RemoteTO: s, Fence: rng.IntN(4) == 0})
+						// T's slot s is untouched by this batch's writes, so
+						// the Read returns the model's bytes.
+						copy(modelK[s:], modelT[s:s+uint64(n)])
+						want = append(want, expect{WorkRead, uint32(n)})
+					case 2:
+						b.qp.PostRecv(RecvWR{ID: uint64(nrecv), SGL: []SGE{{MR: recv, Offset: uint64(nrecv * slot), Length: slot}}})
+						nrecv++
+						err = a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}})
+						sends = append(sends, sendCheck{append([]byte(nil), src.Bytes()[srcOff:srcOff+uint64(n)]...)})
+						want = append(want, expect{WorkSend, uint32(n)})
+					}
+					if err != nil {
+						return err
+					}
+					ops++
 				}
-				off := rng.IntN(slot - n + 1)
-				s := uint64(perm[i]*slot + off) // this op's slot, in T or K
-				srcOff := uint64(rng.IntN(len(src.Bytes()) - n + 1))
-				var err error
-				switch rng.IntN(3) {
-				case 0:
-					err = a.qp.PostWrite(WriteWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}, RemoteSTag: target.STag(), RemoteTO: s})
-					copy(modelT[s:], src.Bytes()[srcOff:srcOff+uint64(n)])
-					want = append(want, expect{WorkWrite, uint32(n)})
-				case 1:
-					err = a.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: sink, Offset: s, Length: uint32(n)}, RemoteSTag: target.STag(), RemoteTO: s, Fence: rng.IntN(4) == 0})
-					// T's slot s is untouched by this batch's writes, so
-					// the Read returns the model's bytes.
-					copy(modelK[s:], modelT[s:s+uint64(n)])
-					want = append(want, expect{WorkRead, uint32(n)})
-				case 2:
-					b.qp.PostRecv(RecvWR{ID: uint64(nrecv), SGL: []SGE{{MR: recv, Offset: uint64(nrecv * slot), Length: slot}}})
-					nrecv++
-					err = a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}})
-					sends = append(sends, sendCheck{append([]byte(nil), src.Bytes()[srcOff:srcOff+uint64(n)]...)})
-					want = append(want, expect{WorkSend, uint32(n)})
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				ops++
+				return nil
+			}
+			var err error
+			if batcher && rng.IntN(2) == 0 {
+				err = a.qp.PostBatch(postOps)
+			} else {
+				err = postOps()
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			for i, w := range want {
 				c := wait(t, a.scq)
@@ -106,6 +124,14 @@ func TestModelRandomOperations(t *testing.T) {
 			}
 			if c := wait(t, b.rcq); c.WRID != 999 || c.Status != StatusSuccess || c.ByteLen != 0 {
 				t.Fatalf("run %d: barrier receive %+v", run, c)
+			}
+		}
+		if be, ok := a.qp.llp.(*batchEnd); ok {
+			be.mu.Lock()
+			holds := be.holds
+			be.mu.Unlock()
+			if holds == 0 {
+				t.Errorf("run %d: no batch was held", run)
 			}
 		}
 		if !bytes.Equal(target.Bytes(), modelT) {

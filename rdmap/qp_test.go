@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
 )
@@ -34,6 +35,8 @@ func (s *side) Events() []AsyncEvent {
 type pairOpts struct {
 	pipe llptest.Options
 	cfg  QPConfig
+	// batcher: the first side's LLP holds batches (ddp.Batcher).
+	batcher bool
 }
 
 func newSide(t testing.TB, end *llptest.End, cfg QPConfig) *side {
@@ -62,7 +65,11 @@ func newPair(t testing.TB, o pairOpts) (*side, *side) {
 	a, b := newSide(t, ea, o.cfg), newSide(t, eb, o.cfg)
 	ea.Attach(a.qp.Stream())
 	eb.Attach(b.qp.Stream())
-	if err := a.qp.Start(ea); err != nil {
+	var llp ddp.LLP = ea
+	if o.batcher {
+		llp = &batchEnd{End: ea}
+	}
+	if err := a.qp.Start(llp); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.qp.Start(eb); err != nil {
