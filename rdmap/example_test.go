@@ -150,3 +150,48 @@ func Example_sendReceive() {
 	fmt.Println(c.Op, c.WRID, c.ByteLen, c.Flags&rdmap.FlagSolicited != 0, string(rbuf.Bytes()[:6]), binary.BigEndian.Uint32(rbuf.Bytes()[6:10]))
 	// Output: RECV 42 10 true count= 7
 }
+
+// Post a list of work requests at once: the Writes and the Send after
+// them start together when the function returns (over MPA, in one gather
+// write), and only the Send asks for a completion. Completions come in
+// posting order, so the Send's stands for the Writes before it.
+func ExampleQueuePair_PostBatch() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, bob := newEndpoint(), newEndpoint()
+	connect(ctx, alice, bob)
+	defer alice.qp.Close(ctx)
+	defer bob.qp.Close(ctx)
+
+	board, _ := bob.pd.RegisterMemory(make([]byte, 12), 0, rdmap.RemoteWrite)
+	rbuf, _ := bob.pd.RegisterMemory(make([]byte, 8), 0, rdmap.LocalWrite)
+	if err := bob.qp.PostRecv(rdmap.RecvWR{ID: 9, SGL: []rdmap.SGE{{MR: rbuf, Length: 8}}}); err != nil {
+		log.Fatal(err)
+	}
+	src, _ := alice.pd.RegisterMemory([]byte("red tan bluedone"), 0, 0)
+	err := alice.qp.PostBatch(func() error {
+		for i := range 3 {
+			off := uint64(4 * i)
+			err := alice.qp.PostWrite(rdmap.WriteWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: src, Offset: off, Length: 4}},
+				RemoteSTag: board.STag(), RemoteTO: off, Unsignaled: true})
+			if err != nil {
+				return err
+			}
+		}
+		return alice.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Offset: 12, Length: 4}}})
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sent, err := alice.scq.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	got, err := bob.rcq.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The Send was delivered after the Writes were placed (RFC 5040 §5.5).
+	fmt.Println(sent.Op, sent.WRID, got.Op, string(rbuf.Bytes()[:got.ByteLen]), string(board.Bytes()))
+	// Output: SEND 3 RECV done red tan blue
+}
