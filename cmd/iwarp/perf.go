@@ -34,10 +34,10 @@ do for RDMA hardware. One side serves (--listen), the other measures
 (--connect).
 
 Bandwidth (the default) keeps up to --depth operations outstanding (RDMA
-Reads: up to the negotiated ORD), asks for a completion only every
---cq-mod of them, as perftest does (at most every half of those
-outstanding, so that the pipeline never runs dry), and prints perftest's
-columns:
+Reads: up to the negotiated ORD), posts each window's worth as one list
+(QueuePair.PostBatch), asks for a completion only every --cq-mod
+operations as perftest does (every half window at most, so that the
+pipeline never runs dry), and prints perftest's columns:
 	#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]
 MB is 2^20 bytes, as in perftest. The time runs from the first operation
 to the peer's answer to a message sent after the last one, so everything
