@@ -42,9 +42,10 @@ pipeline never runs dry), and prints perftest's columns:
 MB is 2^20 bytes, as in perftest. The time runs from the first operation
 to the peer's answer to a message sent after the last one, so everything
 has landed. Peak is the best rate over any stretch of at least a
-twentieth of the run; for Write and Send, which complete as fast as the
-sockets buffer them, stretches also start after the first 16 MiB and
-move at least 16 MiB (in shorter runs the peak is the average).
+twentieth of the run that moves at least 16 MiB (Writes and Sends
+complete as fast as the sockets buffer them, and a window of Read
+Responses waits in them); for Write and Send stretches also start after
+the first 16 MiB. In shorter runs the peak is the average.
 
 Latency (--lat) prints, in microseconds:
 	#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%

@@ -305,8 +305,9 @@ func (r *perfRun) post(id uint64, size int, signaled bool) error {
 }
 
 // peakSkip is how many bytes of Writes or Sends a bandwidth test moves
-// before its peak is measured: more than loopback's TCP buffers (or an
-// SCTP send queue and receive window) hold.
+// before its peak is measured, and how many any stretch of the peak
+// moves: more than loopback's TCP buffers (or an SCTP send queue and
+// receive window) hold, and more than a window of Read Responses.
 const peakSkip = 16 << 20
 
 type mark struct {
@@ -420,12 +421,12 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	st.BWAvg = float64(size) * float64(done) / secs / mib
 	st.MsgRate = float64(done) / secs / 1e6
 	// Peak: the best rate over any stretch of at least a twentieth of the
-	// run. (A Write or Send completes once the LLP has taken it, so
-	// shorter stretches, or those at the start, would measure the socket
-	// buffers.)
-	// The first peakSkip bytes of Writes and Sends complete as fast as
-	// the sockets take them: they start no stretch, and a stretch moves
-	// at least as much.
+	// run that moves at least peakSkip bytes. A Write or Send completes
+	// once the LLP has taken it, and up to a window of Read Responses
+	// wait in the sockets to be read at memory speed: shorter stretches
+	// would measure the socket buffers. The first peakSkip bytes of
+	// Writes and Sends complete as fast as the sockets take them: they
+	// start no stretch.
 	first := 0
 	if r.o.op != "read" {
 		for first < len(marks) && marks[first].n*size < peakSkip {
@@ -434,7 +435,7 @@ func (r *perfRun) bwTest(ctx context.Context, size, iters int, duration time.Dur
 	}
 	span := t1.Sub(t0) / 20
 	for i, j := first, first; i < len(marks); i++ {
-		for j < len(marks) && (marks[j].t.Sub(marks[i].t) < span || (r.o.op != "read" && (marks[j].n-marks[i].n)*size < peakSkip)) {
+		for j < len(marks) && (marks[j].t.Sub(marks[i].t) < span || (marks[j].n-marks[i].n)*size < peakSkip) {
 			j++
 		}
 		if j == len(marks) {
