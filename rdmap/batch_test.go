@@ -21,8 +21,10 @@ type batchEnd struct {
 	holds    int
 	maxKept  int // the most segments kept at once
 	failWith error
-	// atRelease, if set, runs at the start of every Release.
-	atRelease func()
+	// atRelease, if set, runs at the start of every Release;
+	// beforeWrite at the start of every WriteSegment.
+	atRelease   func()
+	beforeWrite func()
 }
 
 type keptSegment struct {
@@ -33,6 +35,9 @@ type keptSegment struct {
 var _ ddp.Batcher = (*batchEnd)(nil)
 
 func (e *batchEnd) WriteSegment(hdr []byte, payload [][]byte) error {
+	if e.beforeWrite != nil {
+		e.beforeWrite()
+	}
 	e.mu.Lock()
 	if e.holding {
 		e.kept = append(e.kept, keptSegment{append([]byte(nil), hdr...), append([][]byte(nil), payload...)})
@@ -102,7 +107,14 @@ func TestPostBatch(t *testing.T) {
 	rsrc := b.reg(t, 3000, RemoteRead)
 	fill(rsrc.Bytes(), 5)
 	sink := a.reg(t, 3000, LocalWrite)
+	firstKept := -1
 	be.atRelease = func() {
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		if firstKept >= 0 {
+			return // the send goroutine's hold of what was queued
+		}
+		firstKept = len(be.kept)
 		if n := queued(a.scq); n != 0 {
 			t.Errorf("%d completions before the LLP released the batch", n)
 		}
@@ -136,8 +148,8 @@ func TestPostBatch(t *testing.T) {
 	// The Write (6 segments: 386 octets of payload fit in 400), the Send
 	// and two Read Requests (the ORD) were held together; the third Read
 	// and the Send after it were sent by the send goroutine.
-	if be.holds != 1 || be.maxKept != 9 {
-		t.Errorf("%d holds, at most %d segments kept, want 1 and 9", be.holds, be.maxKept)
+	if firstKept != 9 {
+		t.Errorf("the batch's hold kept %d segments, want 9", firstKept)
 	}
 	for i := range 2 {
 		if c := wait(t, b.rcq); c.WRID != uint64(10+i) || c.Status != StatusSuccess {
@@ -217,4 +229,60 @@ func TestPostBatchReleaseFails(t *testing.T) {
 		}
 	}
 	waitState(t, a.qp, StateTerminating)
+}
+
+// TestSendGoroutineBatches: work requests posted while the send side is
+// busy queue for the send goroutine, which sends those that can start at
+// once in one hold of the LLP; one that must wait for Read Responses is
+// not held.
+func TestSendGoroutineBatches(t *testing.T) {
+	a, b, be := newBatchPair(t, QPConfig{})
+	rbuf := b.reg(t, 64*8, LocalWrite)
+	for i := range 8 {
+		b.qp.PostRecv(RecvWR{ID: uint64(i), SGL: []SGE{{MR: rbuf, Offset: uint64(64 * i), Length: 64}}})
+	}
+	src := a.reg(t, 64, 0)
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	be.beforeWrite = func() {
+		once.Do(func() {
+			close(entered)
+			<-gate
+		})
+	}
+	first := make(chan error, 1)
+	go func() { first <- a.qp.PostSend(SendWR{ID: 0, SGL: []SGE{{MR: src, Length: 8}}}) }()
+	<-entered // the first Send is being written: the send side is busy
+	for i := 1; i < 6; i++ {
+		if err := a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Length: 8}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := -1
+	released := make(chan struct{})
+	be.atRelease = func() {
+		be.mu.Lock()
+		kept = len(be.kept)
+		be.mu.Unlock()
+		if n := queued(a.scq); n != 1 {
+			t.Errorf("%d completions before the LLP released the queued Sends, want the first one's", n)
+		}
+		close(released)
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-released
+	for i := range 6 {
+		if c := wait(t, a.scq); c.WRID != uint64(i) || c.Status != StatusSuccess {
+			t.Fatalf("completion %+v", c)
+		}
+		if c := wait(t, b.rcq); c.WRID != uint64(i) || c.Status != StatusSuccess {
+			t.Fatalf("receive %+v", c)
+		}
+	}
+	if be.holds != 1 || kept != 5 {
+		t.Errorf("%d holds keeping %d segments, want 1 keeping the 5 queued Sends", be.holds, kept)
+	}
 }

@@ -493,6 +493,13 @@ func (qp *QueuePair) runHeld(js []job) {
 	for _, j := range js {
 		qp.run(j)
 	}
+	qp.release(b)
+}
+
+// release ends a hold of the LLP (ddp.Batcher): the LLP sends what it
+// held, and the Sends and Writes among it complete. The caller holds
+// sendMu.
+func (qp *QueuePair) release(b ddp.Batcher) {
 	qp.holding = false
 	err := b.Release()
 	done := qp.deferred
@@ -506,6 +513,66 @@ func (qp *QueuePair) runHeld(js []job) {
 		}
 	}
 	clear(done)
+}
+
+// maxSendBatch bounds the jobs the send goroutine sends in one hold.
+const maxSendBatch = 64
+
+// runQueued runs j, on the send goroutine with sendMu held, and with it
+// the jobs queued behind it that can start without waiting for Read
+// Responses, in one hold of an LLP that can (ddp.Batcher), so that they
+// leave together: work requests posted while the send side was busy, and
+// Read Responses the receive goroutine could not send itself. It never
+// holds the LLP across a wait. It returns how many jobs it ran.
+func (qp *QueuePair) runQueued(j job) int {
+	b, ok := qp.llp.(ddp.Batcher)
+	if !ok || len(qp.jobs) == 0 || !qp.jobStartsNow(j) {
+		qp.run(j)
+		return 1
+	}
+	b.Hold()
+	qp.holding = true
+	n := 0
+	var next job
+	waits := false
+	for {
+		qp.run(j)
+		n++
+		if n == maxSendBatch || len(qp.urgent) > 0 {
+			break
+		}
+		more := false
+		select {
+		case next, more = <-qp.jobs:
+		default:
+		}
+		if !more {
+			break
+		}
+		if !qp.jobStartsNow(next) {
+			waits = true
+			break
+		}
+		j = next
+	}
+	qp.release(b)
+	if waits {
+		qp.run(next)
+		n++
+	}
+	return n
+}
+
+// jobStartsNow reports whether j can be sent without waiting for Read
+// Responses: a Read Response always can.
+func (qp *QueuePair) jobStartsNow(j job) bool {
+	if j.e == nil {
+		return true
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	reads := len(qp.reads)
+	return qp.startsNow(j.e, &reads)
 }
 
 // runHere sends j on the calling goroutine, which holds qp.mu and
@@ -676,10 +743,10 @@ func (qp *QueuePair) sendLoop() {
 			qp.sendTerminate(t)
 		case j := <-qp.jobs:
 			qp.sendMu.Lock()
-			qp.run(j)
+			n := qp.runQueued(j)
 			qp.sendMu.Unlock()
 			qp.mu.Lock()
-			qp.pending--
+			qp.pending -= n
 			qp.mu.Unlock()
 		case <-qp.done:
 			return
