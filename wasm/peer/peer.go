@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 )
@@ -43,10 +44,14 @@ const (
 // sizes its read buffer by it.
 const MinMULPDU = 48
 
-// Window is the DDP reassembly window the queue pair is made with: the
-// data channel is unordered (RFC 5043 §10), so segments may overtake each
-// other.
-const Window = 256
+// Window is the DDP reassembly window the queue pair is made with, and
+// the session's: the data channel is unordered, so segments may overtake
+// each other, by as many as the sender has in flight, and RFC 5043 §10
+// lets it have 32767 Data Chunks unacknowledged. (A window of 256 made
+// the demo's Go peer terminate a browser's burst of small Writes under
+// CPU load: one lost chunk, retransmitted late, was overtaken by some
+// 600.) 32768 slots cost about 2 MB per queue pair.
+const Window = sctpddp.MaxInFlight + 1
 
 // Region describes one registered memory region.
 type Region struct {

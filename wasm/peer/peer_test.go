@@ -174,3 +174,74 @@ func TestRegionControls(t *testing.T) {
 		t.Error("Drain did not report the region changes")
 	}
 }
+
+// A burst whose segments overtake one another by far more than 256 (a
+// lost chunk that SCTP retransmits late, while the browser's sender goes
+// on): the peer's reassembly window takes every DDP-SSN that RFC 5043 §10
+// lets a sender have in flight, so all are placed and the stream stays
+// up. (With a window of 256 the Go peer of the demo terminated such a
+// burst under CPU load.)
+func TestBurstOvertakingFarIsPlaced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ea, eb := llptest.New(llptest.Options{MULPDU: MinMULPDU, Reorder: 2048, Seed: 11, Depth: 4096})
+	a, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ea.Attach(a.QP.Stream())
+	eb.Attach(b.QP.Stream())
+	if err := a.QP.Start(ea); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.QP.Start(eb); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	go func() { a.Run(runCtx); done <- struct{}{} }()
+	go func() { b.Run(runCtx); done <- struct{}{} }()
+	defer func() {
+		a.QP.Close(ctx)
+		b.QP.Close(ctx)
+		stop()
+		<-done
+		<-done
+	}()
+	stag, err := b.Register("mem", 256, 0, "rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := 0; i < n; {
+		if _, err := a.Write([]byte{byte(i)}, stag, uint64(i%256)); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond) // the send queue is full
+			continue
+		}
+		i++
+	}
+	placed := 0
+	for placed < n {
+		ev, _, _ := b.Drain()
+		for _, e := range ev {
+			if e.Kind == "segment-placed" {
+				placed++
+			}
+		}
+		if err := b.QP.Err(); err != nil {
+			t.Fatalf("the stream stopped after %d placements: %v", placed, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d placed", placed, n)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
