@@ -52,8 +52,7 @@ go generate ./web
 echo "== go test -race"
 # The browser demo test measures placements a second between Chromium and
 # the Go peer; it runs on its own, not beside other packages' tests on
-# the same cores (a data channel that lost packets to that contention
-# stalled the burst for 30 s in two runs of about fifteen).
+# the same two cores, so that the rate it checks is the demo's.
 go test -race -count=1 -timeout 10m -skip 'TestDemoInBrowser' ./...
 
 echo "== the browser demo with the race detector: 400 placements a second"
