@@ -107,7 +107,7 @@ func connectSCTP(ctx context.Context, client, server *node) {
 
 // Write, Read, Send and receive over MPA/TCP.
 func Example_guideTCP() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
 	connectTCP(ctx, alice, bob)
@@ -123,7 +123,7 @@ func Example_guideTCP() {
 
 // The same operations over DDP over SCTP over DTLS.
 func Example_guideSCTP() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
 	connectSCTP(ctx, alice, bob)
@@ -236,7 +236,7 @@ func operations(ctx context.Context, alice, bob *node) {
 // DDP layer refuses the segment and sends a Terminate; the writer's work
 // request completes with an error that carries the Terminate triple.
 func Example_guideErrors() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
 	connectTCP(ctx, alice, bob)
