@@ -410,14 +410,7 @@ func TestConnCloseWhileStarting(t *testing.T) {
 	noLeaks(t)
 	for i := range 10 {
 		l, accepted, b := listenFor(t, Config{})
-		closed := make(chan struct{})
-		go func() {
-			defer close(closed)
-			for b.QP.State() == rdmap.StateIdle {
-				runtime.Gosched()
-			}
-			b.QP.Close(tctx(t))
-		}()
+		closed := rdmaptest.CloseWhenStarted(b.QP)
 		a := newPeer(t, rdmap.QPConfig{})
 		if _, err := Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &Config{}); err != nil {
 			t.Fatalf("Dial %d: %v", i, err)

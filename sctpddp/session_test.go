@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -333,14 +332,7 @@ func TestSessionCloseWhileStarting(t *testing.T) {
 			}
 			accepted <- err
 		}()
-		closed := make(chan struct{})
-		go func() {
-			defer close(closed)
-			for b.QP.State() == rdmap.StateIdle {
-				runtime.Gosched()
-			}
-			b.QP.Close(testCtx(t))
-		}()
+		closed := rdmaptest.CloseWhenStarted(b.QP)
 		a := newPeer(t, nil)
 		if _, err := Connect(testCtx(t), client, uint16(1+i), a.QP, SessionConfig{}); err != nil {
 			t.Fatalf("Connect %d: %v", i, err)

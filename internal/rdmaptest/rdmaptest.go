@@ -202,6 +202,24 @@ func exerciseBatch(t testing.TB, a, b *Peer, target, rbuf, src, sink *rdmap.Memo
 	}
 }
 
+// CloseWhenStarted closes qp from another goroutine the moment its
+// transport has started it (its state leaves IDLE), and returns a channel
+// closed once Close has returned: a test of a transport whose start races
+// the queue pair's Close.
+func CloseWhenStarted(qp *rdmap.QueuePair) <-chan struct{} {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for qp.State() == rdmap.StateIdle {
+			runtime.Gosched()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		qp.Close(ctx)
+	}()
+	return closed
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {

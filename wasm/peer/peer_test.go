@@ -12,9 +12,14 @@ import (
 // pair connects two peers over an in-memory lower layer that reorders
 // segments within windows of 4, with 48-octet segments.
 func pair(t *testing.T) (a, b *Peer, ctx context.Context) {
+	return pairOver(t, llptest.Options{MULPDU: MinMULPDU, Reorder: 4, Seed: 7})
+}
+
+// pairOver connects two peers over an in-memory lower layer with opt.
+func pairOver(t *testing.T, opt llptest.Options) (a, b *Peer, ctx context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	ea, eb := llptest.New(llptest.Options{MULPDU: MinMULPDU, Reorder: 4, Seed: 7})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ea, eb := llptest.New(opt)
 	var err error
 	if a, err = New(); err != nil {
 		t.Fatal(err)
@@ -182,36 +187,7 @@ func TestRegionControls(t *testing.T) {
 // up. (With a window of 256 the Go peer of the demo terminated such a
 // burst under CPU load.)
 func TestBurstOvertakingFarIsPlaced(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ea, eb := llptest.New(llptest.Options{MULPDU: MinMULPDU, Reorder: 2048, Seed: 11, Depth: 4096})
-	a, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ea.Attach(a.QP.Stream())
-	eb.Attach(b.QP.Stream())
-	if err := a.QP.Start(ea); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.QP.Start(eb); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
-	go func() { a.Run(runCtx); done <- struct{}{} }()
-	go func() { b.Run(runCtx); done <- struct{}{} }()
-	defer func() {
-		a.QP.Close(ctx)
-		b.QP.Close(ctx)
-		stop()
-		<-done
-		<-done
-	}()
+	a, b, ctx := pairOver(t, llptest.Options{MULPDU: MinMULPDU, Reorder: 2048, Seed: 11, Depth: 4096})
 	const n = 3000
 	stag, err := b.Register("mem", n, 0, "rw")
 	if err != nil {
