@@ -259,6 +259,10 @@ cp "$full"/etc/libibverbs.d/siw.driver "$root/etc/libibverbs.d/"
 prov=$(ls "$full"/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav*.so 2>/dev/null | head -1 || true)
 [ -n "$prov" ] || die "ibverbs-providers has no siw provider"
 cp "$prov" "$root/usr/lib/x86_64-linux-gnu/libibverbs/" && elfs+=("$root/usr/lib/x86_64-linux-gnu/libibverbs/$(basename "$prov")")
+# glibc dlopens libgcc_s for pthread_exit and thread cancellation (rping
+# aborts at its end without it).
+cp -L "$full/lib/x86_64-linux-gnu/libgcc_s.so.1" "$root/usr/lib/x86_64-linux-gnu/" &&
+	elfs+=("$root/usr/lib/x86_64-linux-gnu/libgcc_s.so.1")
 ldso=$(readlink -f "$full/lib64/ld-linux-x86-64.so.2")
 cp "$ldso" "$root/lib64/ld-linux-x86-64.so.2"
 
