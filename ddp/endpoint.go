@@ -18,26 +18,36 @@ type Endpoint interface {
 	// SetORD lowers the ORD to what the peer's IRD allows, before Start.
 	SetORD(ord int) error
 	// Start makes the endpoint send over llp: the LLP stream is in RDMA
-	// mode (RFC 5040 §6.1).
-	Start(llp LLP) error
-	// Terminated is closed when the endpoint has stopped on an error and
-	// its Terminate (if any) is with the LLP: the transport then closes
-	// the LLP stream gracefully (RFC 5040 §6.2.1).
+	// mode (RFC 5040 §6.1). With an RTR indication other than RTRNone the
+	// endpoint sends it before anything else (RFC 6581 §9.2: "The RDMA
+	// connection initiator MUST NOT allow any later FULPDUs to be
+	// transmitted before the RTR indication").
+	Start(llp LLP, rtr RTR) error
+	// Terminated is closed when the endpoint has stopped and has nothing
+	// more to send: after an error, once its Terminate (if any) has been
+	// written. The transport then closes the LLP stream gracefully (RFC
+	// 5040 §6.2.1).
 	Terminated() <-chan struct{}
 }
 
-// Poller is implemented by an LLP whose receive work a goroutine that
-// waits for the stream's completions can do itself: the network then wakes
-// the waiter directly, instead of waking the LLP's receive goroutine which
-// then wakes the waiter. On a small machine that second hand-off is a
-// large part of a small message's round trip.
-type Poller interface {
-	// Poll receives on the calling goroutine until done reports true, and
-	// then returns true. It returns false when it cannot go on without
-	// blocking for long (then the LLP's own goroutine receives, and the
-	// caller waits for it as usual). done must be cheap and safe to call
-	// from any goroutine.
-	Poll(done func() bool) bool
+// How an LLP stream ends, as the LLP reports it with Stream.Close. Neither
+// is a Terminate triple: there is no stream left to carry one.
+var (
+	// ErrDisconnected: the peer closed the LLP stream in an orderly way
+	// with no Terminate before it (a TCP FIN between FPDUs, a DDP Stream
+	// Session Terminate, an SCTP SHUTDOWN), or this end closed it.
+	ErrDisconnected = errors.New("iwarp: the peer disconnected")
+	// ErrLLPLost: the LLP stream failed (a reset, a timeout, a stream cut
+	// inside a segment, a dead peer). Errors wrap it with their cause.
+	ErrLLPLost = errors.New("iwarp: the lower layer's stream was lost")
+)
+
+// Lost returns an error that wraps ErrLLPLost and cause.
+func Lost(cause error) error {
+	if cause == nil || errors.Is(cause, ErrLLPLost) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrLLPLost, cause)
 }
 
 // Next returns the sequence number of the next segment to deliver: every
@@ -55,7 +65,7 @@ func (s *Stream) SetWindow(n int) error {
 	if n < 1 || n > 1<<16 {
 		return fmt.Errorf("ddp: window of %d segments outside [1, 65536]", n)
 	}
-	if s.next != 0 || s.active {
+	if s.next != 0 {
 		return errors.New("ddp: SetWindow after segments arrived")
 	}
 	for _, sl := range s.slots {

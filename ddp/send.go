@@ -9,65 +9,29 @@ import (
 )
 
 // LLP is the send half of the contract between DDP and a lower layer
-// protocol (MPA/TCP, SCTP, a data channel, a test pipe).
+// protocol (MPA/TCP, SCTP, a data channel, a test pipe). One goroutine at
+// a time sends on it (RDMAP's send goroutine).
 type LLP interface {
 	// MULPDU is the largest DDP segment (header and payload) that the LLP
 	// carries in one unit: RFC 5041 §5.2's "MULPDU value Advertised by the
-	// LLP". It may change between messages but not during one Write call.
+	// LLP". It may change between messages but not during one.
 	MULPDU() int
 
 	// WriteSegment sends one DDP segment: hdr followed by the payload
-	// slices, as one gather write. The slices point into registered
-	// memory; the LLP must not modify them. It may keep the payload slices
-	// (not hdr, whose buffer the Sender reuses) until the call that hands
-	// it the message's last segment (L set), so as to write a message's
-	// segments together: the Sender hands over all of a message's segments
-	// in one go, and their memory does not change meanwhile. When the call
-	// with the last segment returns, the LLP keeps nothing (unless it was
-	// asked to hold whole messages: Batcher). A nil error
-	// means the LLP has taken responsibility for delivering the segment
-	// (for a held one: together with the rest of its message) reliably.
+	// slices. The slices point into registered memory; the LLP must not
+	// modify them. It may keep the payload slices (not hdr, nor the list
+	// that holds the slices: the Sender reuses both) to write them with
+	// later segments, until Flush: their memory does not change before
+	// then.
+	// It may wait for the network.
 	WriteSegment(hdr []byte, payload [][]byte) error
-}
 
-// Holder is implemented by an LLP that may hold a segment back for a
-// while before it can send it (MPA's Responder sends nothing before it has
-// received an FPDU, RFC 5044 §7.1.2 rule 4). Ready reports whether
-// WriteSegment would go ahead now; a ULP that sends from its caller's
-// goroutine uses it to avoid blocking the caller.
-type Holder interface {
-	Ready() bool
-}
-
-// Batcher is implemented by an LLP that can send several whole messages
-// in one write, as MPA does in one gather write of their FPDUs. After
-// Hold, WriteSegment may keep every segment it is given, the last of each
-// message included, until Release sends them: their payload memory must
-// not change before Release returns, and a ULP reports the messages
-// complete only after it (RFC 5040 §5.5 rule 14). Release's error is the
-// stream's loss, as a WriteSegment error would have been. Hold, the
-// WriteSegment calls and Release come from the ULP's one sender at a
-// time; Hold and Release do not nest.
-type Batcher interface {
-	Hold()
-	Release() error
-}
-
-// NoWaiter is implemented by an LLP that can take a message without
-// waiting for the network. A ULP that sends from the goroutine that feeds
-// the stream's receive side (RDMAP answers an RDMA Read Request there when
-// its send side is idle) must not wait: if both ends' receive goroutines
-// waited for room to write, neither would read again.
-type NoWaiter interface {
-	// BeginNoWait reports whether the LLP takes the next message without
-	// waiting. If it returns true, the WriteSegment calls that follow, up
-	// to EndNoWait, never wait for the network: what the network does not
-	// take at once the LLP copies and writes later, before anything sent
-	// after it. If it returns false, nothing has changed.
-	BeginNoWait() bool
-	// EndNoWait ends what BeginNoWait began. The caller calls it once
-	// after every BeginNoWait that returned true, even if a send failed.
-	EndNoWait() error
+	// Flush writes every segment WriteSegment kept. When it returns nil
+	// the LLP has taken responsibility for delivering them reliably, and
+	// keeps no reference to their memory: a message then counts as
+	// completed at the DDP layer (RFC 5040 §5.5 rule 14). An error is the
+	// LLP stream's loss.
+	Flush() error
 }
 
 // ErrMessageTooLong is returned for an outbound message of 2^32 octets or
@@ -94,16 +58,7 @@ type Sender struct {
 
 	hdr    [MaxHeaderLen]byte
 	pieces [][]byte // reused per segment: no allocation in steady state
-
-	beforeLast func() // run once, just before the next message's last segment
 }
-
-// BeforeLast arranges for fn to run once, just before the last segment of
-// the next message is handed to the LLP: the moment after which the peer
-// may act on the whole message. RDMAP frees an RDMA Read's IRD slot there,
-// since the peer may send its next Read Request as soon as the Response is
-// complete.
-func (s *Sender) BeforeLast(fn func()) { s.beforeLast = fn }
 
 // NewSender returns a Sender over llp for a stream with the given number
 // of untagged queues (RDMAP uses three: QN 0, 1 and 2). obs may be nil.
@@ -201,10 +156,6 @@ func (s *Sender) send(h *Header, sgl [][]byte, n uint64) error {
 		// Message. It MUST NOT be set to one on any other DDP Segment."
 		// (RFC 5041 §4.1)
 		h.Last = sent == n
-		if h.Last && s.beforeLast != nil {
-			s.beforeLast()
-			s.beforeLast = nil
-		}
 		hdr := h.Append(s.hdr[:0])
 		if err := s.llp.WriteSegment(hdr, s.pieces); err != nil {
 			return err

@@ -12,7 +12,8 @@ type recorder struct {
 	segs   [][]byte
 }
 
-func (r *recorder) MULPDU() int { return r.mulpdu }
+func (r *recorder) MULPDU() int  { return r.mulpdu }
+func (r *recorder) Flush() error { return nil }
 func (r *recorder) WriteSegment(hdr []byte, payload [][]byte) error {
 	seg := append([]byte(nil), hdr...)
 	for _, p := range payload {
@@ -190,6 +191,7 @@ type nopLLP struct{ mulpdu int }
 
 func (n nopLLP) MULPDU() int                           { return n.mulpdu }
 func (nopLLP) WriteSegment(_ []byte, _ [][]byte) error { return nil }
+func (nopLLP) Flush() error                            { return nil }
 
 func TestSendAllocs(t *testing.T) {
 	s := NewSender(nopLLP{1500}, 3, 0, nil)

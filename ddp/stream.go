@@ -50,24 +50,35 @@ type Delivery struct {
 	Buffer Buffer // untagged only: the consumed buffer
 }
 
-// Fault describes the error that stopped a stream, with what RDMAP's
-// Terminate needs to report it (RFC 5040 §4.8): the offending segment's
-// DDP header exactly as received and its length.
+// Fault describes what stopped a stream, with what RDMAP's Terminate
+// needs to report it (RFC 5040 §4.8): the offending segment's DDP header
+// exactly as received and its length.
 type Fault struct {
-	Err       *term.Error
+	// Err is a *term.Error for an error found by DDP's, the ULP's or the
+	// LLP's checks (Local) or reported by the peer's Terminate (Remote);
+	// or, when the LLP stream ended (Stream.Close), an error that wraps
+	// ErrDisconnected or ErrLLPLost.
+	Err       error
 	Header    [MaxHeaderLen]byte // the Terminated DDP Header, if HeaderLen > 0
-	HeaderLen int                // 0 when no segment is associated (LLP errors)
+	HeaderLen int                // 0 when no segment is associated
 	SegLen    int                // DDP segment length: header plus payload
 	Parsed    Header             // Header decoded, when HeaderLen > 0
 }
 
-// ErrStopped is returned by Begin for every segment after the stream's
+// Term returns the fault's Terminate triple, or nil when the LLP stream
+// ended.
+func (f *Fault) Term() *term.Error {
+	te, _ := f.Err.(*term.Error)
+	return te
+}
+
+// ErrStopped is returned by Receive for every segment after the stream's
 // first error: "DDP MUST silently drop any subsequent incoming DDP
-// Segments." (RFC 5041 §7.1). The LLP discards their payload.
+// Segments." (RFC 5041 §7.1).
 var ErrStopped = errors.New("ddp: stream stopped after an error; segment dropped")
 
-// ErrWindow is returned by Begin for a segment sequence number outside the
-// stream's reassembly window: an LLP error, for the LLP to report.
+// ErrWindow is returned by Receive for a segment sequence number outside
+// the stream's reassembly window: an LLP error, for the LLP to report.
 var ErrWindow = errors.New("ddp: segment sequence number outside the reassembly window")
 
 // Config sets up a Stream.
@@ -135,9 +146,10 @@ type slot struct {
 // come in any order inside the window; each is placed at once, and a
 // message is delivered when it and every earlier segment have been placed.
 //
-// Begin, End, Receive and Fail are called by one goroutine, the LLP's
-// receive loop (Fail also from others). Post may be called from any
-// goroutine: mu guards the queues.
+// Receive is called by one goroutine, the LLP's receive loop, with
+// segments the LLP has verified (MPA's CRC, DTLS's record protection):
+// nothing reaches a buffer before that. Fail and Close may be called from
+// any goroutine, and so may Post: mu guards the queues.
 type Stream struct {
 	ulp    ULP
 	obs    trace.Observer
@@ -147,14 +159,13 @@ type Stream struct {
 	mu      sync.Mutex // guards queues
 	queues  []queue
 	stopped atomic.Bool
+	done    chan struct{} // closed when the stream stops
 
 	slots    []slot
 	next     uint32   // sequence number of the next segment to deliver
 	msgLen   uint64   // payload delivered so far of the current tagged message
-	current  Header   // header of the segment between Begin and End
+	current  Header   // header of the segment being received
 	delivery Delivery // reused for every delivery
-	active   bool
-	fault    bool
 }
 
 // NewStream returns a stream ready to receive.
@@ -169,6 +180,7 @@ func NewStream(cfg Config) (*Stream, error) {
 		ulp: cfg.ULP, obs: cfg.Observer, id: cfg.ID, window: uint32(cfg.Window),
 		queues: make([]queue, cfg.Queues),
 		slots:  make([]slot, cfg.Window),
+		done:   make(chan struct{}),
 	}
 	for i := range s.queues {
 		s.queues[i] = queue{bufs: make([]Buffer, cfg.QueueDepth), lens: make([]int, cfg.QueueDepth), headMSN: 1}
@@ -232,120 +244,115 @@ func (s *Stream) Drain(qn uint32) []Buffer {
 	return out
 }
 
-// Begin starts receiving the segment whose DDP header is at the start of
-// raw and whose payload is n octets, at sequence number seq. It makes
-// every check of RFC 5041 §7.1 (and the ULP's) and returns the parsed
-// header and where the payload goes. On an error nothing has been placed
-// and nothing will be: the stream has stopped and Fault has been called
-// (ErrStopped and ErrWindow excepted, which do not stop it).
-func (s *Stream) Begin(seq uint32, raw []byte, n int) (Header, Target, error) {
-	h, t, err := s.Check(seq, raw, n)
-	if te, ok := err.(*term.Error); ok {
-		hl := 0
-		if len(raw) > 0 {
-			hl = min(len(raw), Control(raw[0]).HeaderLen())
-		}
-		s.stop(te, raw[:hl], hl+n)
-	}
-	return h, t, err
-}
-
-// Check is Begin without the consequence: a segment that fails a check
-// does not stop the stream. An LLP whose integrity check (MPA's CRC) comes
-// after the header has been read calls Check, reads the payload, verifies
-// it, and only then either calls End or, for a segment that failed a
-// check, FailSegment with the error Check returned (RFC 5044 §6: "An MPA
-// receiver MUST first verify the FPDU before passing the ULPDU to DDP";
-// an FPDU that fails its CRC is reported as a CRC error, whatever its
-// header says).
-func (s *Stream) Check(seq uint32, raw []byte, n int) (Header, Target, error) {
-	h, _, err := ParseHeader(raw)
+// Receive checks the segment seg, whose sequence number on the stream is
+// seq, as RFC 5041 §7.1 requires (and the ULP's checks), places its
+// payload and delivers every message that is now complete and in order.
+// seg must have been verified by the LLP. On an error nothing has been
+// placed: the stream has stopped and Fault has been called (ErrStopped
+// and ErrWindow excepted, which do not stop it: ErrWindow is the LLP's to
+// report).
+func (s *Stream) Receive(seq uint32, seg []byte) error {
 	if s.isStopped() {
-		return h, Target{}, ErrStopped
+		return ErrStopped
 	}
+	h, hl, err := ParseHeader(seg)
 	if err != nil {
-		return h, Target{}, term.DDPLocalCatastrophic.With("%v", err)
+		e := term.DDPLocalCatastrophic.With("%v", err)
+		n := 0
+		if len(seg) > 0 {
+			n = min(len(seg), Control(seg[0]).HeaderLen())
+		}
+		s.stop(e, seg[:n], len(seg))
+		return e
 	}
 	if d := seq - s.next; d >= s.window {
-		return h, Target{}, ErrWindow
+		return ErrWindow
 	}
+	n := len(seg) - hl
 	// s.current rather than h: a pointer to it handed to the ULP does not
 	// make every segment's header escape to the heap.
 	s.current = h
 	t, terr := s.check(&s.current, n)
 	if terr != nil {
-		return h, Target{}, terr
+		s.stop(terr, seg[:hl], len(seg))
+		return terr
 	}
-	s.active = true
-	return h, t, nil
+	t.write(seg[hl:])
+	sl := &s.slots[seq%s.window]
+	sl.placed, sl.h, sl.n = true, s.current, uint32(n)
+	if s.obs != nil {
+		s.obs.Observe(segmentEvent(trace.SegmentPlaced, s.id, seq, &s.current, uint32(n)))
+	}
+	s.deliver()
+	return nil
 }
 
 // check makes the checks of RFC 5041 §7.1 and the ULP's, in that order,
 // and resolves the target.
-func (s *Stream) check(h *Header, n int) (Target, *term.Error) {
+func (s *Stream) check(h *Header, n int) (target, *term.Error) {
 	// "The value of DV MUST be the same for all the DDP Segments
 	// transmitted or received on a DDP Stream." This stream speaks only
 	// version one.
 	if h.DV != Version {
 		if h.Tagged {
-			return Target{}, term.DDPTaggedInvalidVersion.With("DDP version %d", h.DV)
+			return target{}, term.DDPTaggedInvalidVersion.With("DDP version %d", h.DV)
 		}
-		return Target{}, term.DDPUntaggedInvalidVersion.With("DDP version %d", h.DV)
+		return target{}, term.DDPUntaggedInvalidVersion.With("DDP version %d", h.DV)
 	}
 	if h.Tagged {
 		if e := s.ulp.CheckSegment(h); e != nil {
-			return Target{}, e
+			return target{}, e
 		}
 		// "Only the DDP Control and RsvdULP Fields MUST be valid for a
 		// zero-length Tagged DDP Segment. The STag and TO fields MUST NOT
 		// be checked for a zero-length Tagged DDP Message." (§5.2)
 		if n == 0 {
-			return Target{}, nil
+			return target{}, nil
 		}
 		return s.checkTagged(h, n)
 	}
 	t, e := s.checkUntagged(h, n)
 	if e != nil {
-		return Target{}, e
+		return target{}, e
 	}
 	if e := s.ulp.CheckSegment(h); e != nil {
-		return Target{}, e
+		return target{}, e
 	}
 	return t, nil
 }
 
-func (s *Stream) checkTagged(h *Header, n int) (Target, *term.Error) {
+func (s *Stream) checkTagged(h *Header, n int) (target, *term.Error) {
 	// 1-2: "The STag is valid for this stream" and "has an associated
 	// buffer that allows Placement of the payload": the ULP owns STags.
 	tb, e := s.ulp.TaggedBuffer(h)
 	if e != nil {
-		return Target{}, e
+		return target{}, e
 	}
 	// 3: "The TO falls in the range of legal offsets registered for the
 	// STag."
 	if h.TO < tb.Base || h.TO-tb.Base >= uint64(len(tb.Mem)) {
-		return Target{}, term.DDPBaseBounds.With("TO %#x outside STag %#08x's range [%#x, %#x)", h.TO, h.STag, tb.Base, tb.Base+uint64(len(tb.Mem)))
+		return target{}, term.DDPBaseBounds.With("TO %#x outside STag %#08x's range [%#x, %#x)", h.TO, h.STag, tb.Base, tb.Base+uint64(len(tb.Mem)))
 	}
 	// 5: "A 64-bit unsigned sum of the DDP Segment payload length and the
 	// TO does not wrap."
 	if h.TO+uint64(n) < h.TO {
-		return Target{}, term.DDPTOWrap.With("TO %#x plus %d octets wraps", h.TO, n)
+		return target{}, term.DDPTOWrap.With("TO %#x plus %d octets wraps", h.TO, n)
 	}
 	// 4: "The sum of the DDP Segment payload length and the TO falls in
 	// the range of legal offsets registered for the STag."
 	off := h.TO - tb.Base
 	if off+uint64(n) > uint64(len(tb.Mem)) {
-		return Target{}, term.DDPBaseBounds.With("%d octets at TO %#x overrun STag %#08x's range [%#x, %#x)", n, h.TO, h.STag, tb.Base, tb.Base+uint64(len(tb.Mem)))
+		return target{}, term.DDPBaseBounds.With("%d octets at TO %#x overrun STag %#08x's range [%#x, %#x)", n, h.TO, h.STag, tb.Base, tb.Base+uint64(len(tb.Mem)))
 	}
-	return Target{flat: tb.Mem[off : off+uint64(n)], n: n}, nil
+	return target{flat: tb.Mem[off : off+uint64(n)]}, nil
 }
 
-func (s *Stream) checkUntagged(h *Header, n int) (Target, *term.Error) {
+func (s *Stream) checkUntagged(h *Header, n int) (target, *term.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// 1: "The QN is valid for this stream."
 	if h.QN >= uint32(len(s.queues)) {
-		return Target{}, term.DDPInvalidQN.With("QN %d", h.QN)
+		return target{}, term.DDPInvalidQN.With("QN %d", h.QN)
 	}
 	q := &s.queues[h.QN]
 	// 2 and 5: the MSN must name a posted buffer. "The legal range is
@@ -369,67 +376,27 @@ func (s *Stream) checkUntagged(h *Header, n int) (Target, *term.Error) {
 	switch {
 	case d < uint32(q.count):
 	case d < uint32(len(q.bufs)):
-		return Target{}, term.DDPNoBuffer.With("QN %d MSN %d: no buffer posted (%d posted from MSN %d)", h.QN, h.MSN, q.count, q.headMSN)
+		return target{}, term.DDPNoBuffer.With("QN %d MSN %d: no buffer posted (%d posted from MSN %d)", h.QN, h.MSN, q.count, q.headMSN)
 	default:
-		return Target{}, term.DDPMSNRange.With("QN %d MSN %d outside [%d, %d)", h.QN, h.MSN, q.headMSN, q.headMSN+uint32(q.count))
+		return target{}, term.DDPMSNRange.With("QN %d MSN %d outside [%d, %d)", h.QN, h.MSN, q.headMSN, q.headMSN+uint32(q.count))
 	}
 	i := (q.head + int(d)) % len(q.bufs)
 	// Checks 3 and 4 apply to non-zero-length segments (§7.1).
 	if n == 0 {
-		return Target{}, nil
+		return target{}, nil
 	}
 	size := q.lens[i]
 	// 3: "The MO falls in the range of legal offsets associated with the
 	// Untagged Buffer."
 	if uint64(h.MO) >= uint64(size) {
-		return Target{}, term.DDPInvalidMO.With("QN %d MSN %d: MO %d outside a %d-octet buffer", h.QN, h.MSN, h.MO, size)
+		return target{}, term.DDPInvalidMO.With("QN %d MSN %d: MO %d outside a %d-octet buffer", h.QN, h.MSN, h.MO, size)
 	}
 	// 4: "The sum of the DDP Segment payload length and the MO falls in
 	// the range of legal offsets associated with the Untagged Buffer."
 	if uint64(h.MO)+uint64(n) > uint64(size) {
-		return Target{}, term.DDPMessageTooLong.With("QN %d MSN %d: %d octets at MO %d overrun a %d-octet buffer", h.QN, h.MSN, n, h.MO, size)
+		return target{}, term.DDPMessageTooLong.With("QN %d MSN %d: %d octets at MO %d overrun a %d-octet buffer", h.QN, h.MSN, n, h.MO, size)
 	}
-	return Target{sgl: q.bufs[i].SGL, off: int(h.MO), n: n}, nil
-}
-
-// End records that the segment begun at seq has been placed in full and
-// delivers every message that is now complete and in order.
-func (s *Stream) End(seq uint32, n int) {
-	if !s.active || s.isStopped() {
-		return
-	}
-	s.active = false
-	sl := &s.slots[seq%s.window]
-	sl.placed, sl.h, sl.n = true, s.current, uint32(n)
-	if s.obs != nil {
-		s.obs.Observe(segmentEvent(trace.SegmentPlaced, s.id, seq, &s.current, uint32(n)))
-	}
-	s.deliver()
-}
-
-// Abort abandons the segment begun with Begin (its payload could not be
-// read in full); the LLP reports why through Fail.
-func (s *Stream) Abort() { s.active = false }
-
-// Receive is Begin, a copy of the payload and End in one call, for LLPs
-// that hold a whole segment in memory (SCTP messages, test pipes).
-func (s *Stream) Receive(seq uint32, seg []byte) error {
-	if len(seg) < 1 {
-		_, _, err := s.Begin(seq, seg, 0)
-		return err
-	}
-	hl := Control(seg[0]).HeaderLen()
-	if len(seg) < hl {
-		_, _, err := s.Begin(seq, seg, 0)
-		return err
-	}
-	_, t, err := s.Begin(seq, seg[:hl], len(seg)-hl)
-	if err != nil {
-		return err
-	}
-	t.Write(seg[hl:])
-	s.End(seq, len(seg)-hl)
-	return nil
+	return target{sgl: q.bufs[i].SGL, off: int(h.MO)}, nil
 }
 
 // deliver hands over, in order, every message whose segments and all
@@ -484,25 +451,39 @@ func (s *Stream) consume(d *Delivery) *term.Error {
 	return nil
 }
 
-// Fail stops the stream for an error found outside DDP: an LLP error
-// (connection lost, CRC error) or an RDMAP error found on a delivered
-// message. The ULP's Fault is called if this is the stream's first error.
+// Fail stops the stream for an error found outside DDP's checks: an LLP
+// error (a CRC error) or an RDMAP error found on a delivered message. The
+// ULP's Fault is called if this is the stream's first error.
 func (s *Stream) Fail(e *term.Error) { s.stop(e, nil, 0) }
 
 // FailSegment is Fail for an error that is associated with a segment
 // whose header and length the Terminate should carry.
 func (s *Stream) FailSegment(e *term.Error, hdr []byte, segLen int) { s.stop(e, hdr, segLen) }
 
+// Close stops the stream because its LLP stream ended: err wraps
+// ErrDisconnected (an orderly close) or ErrLLPLost. Nothing is placed
+// after it; the ULP's Fault is called if the stream had not stopped.
+func (s *Stream) Close(err error) {
+	if !errors.Is(err, ErrDisconnected) && !errors.Is(err, ErrLLPLost) {
+		err = Lost(err)
+	}
+	s.stop(err, nil, 0)
+}
+
 // Stopped reports whether the stream has stopped.
 func (s *Stream) Stopped() bool { return s.isStopped() }
 
+// Done is closed when the stream stops: a transport that waits for it
+// can bound the time its last writes take.
+func (s *Stream) Done() <-chan struct{} { return s.done }
+
 func (s *Stream) isStopped() bool { return s.stopped.Load() }
 
-func (s *Stream) stop(e *term.Error, hdr []byte, segLen int) {
+func (s *Stream) stop(err error, hdr []byte, segLen int) {
 	if !s.stopped.CompareAndSwap(false, true) {
 		return
 	}
-	f := Fault{Err: e, SegLen: segLen}
+	f := Fault{Err: err, SegLen: segLen}
 	if len(hdr) > 0 {
 		f.HeaderLen = copy(f.Header[:], hdr)
 		if h, hl, err := ParseHeader(f.Header[:f.HeaderLen]); err == nil {
@@ -510,7 +491,16 @@ func (s *Stream) stop(e *term.Error, hdr []byte, segLen int) {
 		}
 	}
 	if s.obs != nil {
-		s.obs.Observe(trace.Event{Kind: trace.Error, Stream: s.id, Err: e})
+		ev := trace.Event{Kind: trace.Error, Stream: s.id, Err: f.Term()}
+		switch {
+		case ev.Err != nil:
+		case errors.Is(err, ErrDisconnected):
+			ev.Kind = trace.Disconnected
+		default:
+			ev.Kind = trace.LLPLost
+		}
+		s.obs.Observe(ev)
 	}
 	s.ulp.Fault(&f)
+	close(s.done)
 }

@@ -1,7 +1,5 @@
 package ddp
 
-import "io"
-
 // TaggedBuffer is the memory behind an STag as the ULP resolves it for
 // one segment: Mem holds the octets at Tagged Offsets [Base, Base+len(Mem)).
 type TaggedBuffer struct {
@@ -25,77 +23,33 @@ func (b *Buffer) Len() int {
 	return n
 }
 
-// Target is where one segment's payload goes: a window of exactly the
+// target is where one segment's payload goes: a window of exactly the
 // segment's payload length into registered memory (a tagged buffer) or
 // into a posted untagged buffer's scatter list, already checked against
-// RFC 5041 §7.1. The LLP writes the payload into it straight from its
-// socket or packet buffer. A Target is valid until the matching End (or
-// Abort) call.
-type Target struct {
+// RFC 5041 §7.1.
+type target struct {
 	flat []byte   // tagged: the destination octets
 	sgl  [][]byte // untagged: the buffer's scatter list
 	off  int      // untagged: MO
-	n    int
 }
 
-// Len returns the payload length the target expects.
-func (t *Target) Len() int { return t.n }
-
-// Each calls fn with each contiguous piece of the target in order, until
-// fn returns an error. The pieces together are exactly Len() octets.
-func (t *Target) Each(fn func(p []byte) error) error {
-	if t.n == 0 {
-		return nil
-	}
+// write copies p, the segment's payload, into the target.
+func (t *target) write(p []byte) {
 	if t.flat != nil {
-		return fn(t.flat)
+		copy(t.flat, p)
+		return
 	}
-	off, left := t.off, t.n
+	off := t.off
 	for _, s := range t.sgl {
+		if len(p) == 0 {
+			return
+		}
 		if off >= len(s) {
 			off -= len(s)
 			continue
 		}
-		p := s[off:]
+		n := copy(s[off:], p)
+		p = p[n:]
 		off = 0
-		if len(p) > left {
-			p = p[:left]
-		}
-		if err := fn(p); err != nil {
-			return err
-		}
-		left -= len(p)
-		if left == 0 {
-			break
-		}
 	}
-	return nil
-}
-
-// Write copies p into the target. p must be exactly Len() octets long.
-func (t *Target) Write(p []byte) (int, error) {
-	if len(p) != t.n {
-		return 0, io.ErrShortWrite
-	}
-	if t.flat != nil {
-		return copy(t.flat, p), nil
-	}
-	done := 0
-	t.Each(func(d []byte) error {
-		done += copy(d, p[done:])
-		return nil
-	})
-	return done, nil
-}
-
-// ReadFrom fills the target with exactly Len() octets read from r, piece
-// by piece, with no intermediate buffer.
-func (t *Target) ReadFrom(r io.Reader) (int64, error) {
-	var total int64
-	err := t.Each(func(d []byte) error {
-		n, err := io.ReadFull(r, d)
-		total += int64(n)
-		return err
-	})
-	return total, err
 }

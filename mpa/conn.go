@@ -5,19 +5,23 @@ package mpa
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/term"
 )
 
-// Config configures an MPA connection, either side.
+// Config configures an MPA connection, either side. The zero value (and a
+// nil *Config) is revision 2 with CRCs, no Markers, the peer-to-peer
+// model with every RTR indication offered, and the default timeouts.
 type Config struct {
 	// Revision is the MPA revision to start with: 2 (RFC 6581, the
-	// default: IRD/ORD and the RTR indication are negotiated) or 1 (RFC
-	// 5044 as Linux siw speaks it by default).
+	// default: IRD/ORD and the RTR indication are negotiated, as Linux
+	// siw starts by default) or 1 (RFC 5044 alone).
 	Revision int
 	// Markers asks the peer to put Markers in the FPDUs it sends here
 	// (the M bit: "the sender REQUIRES Markers in the FPDUs the peer
@@ -34,9 +38,32 @@ type Config struct {
 	// first, since the responder sends nothing before it has received an
 	// FPDU (RFC 5044 §7.1.2 rule 4). Revision 1 is always client-server.
 	ClientServer bool
-	// HandshakeTimeout bounds the startup frames on both sides (RFC 5044
-	// §7.1.2 rule 10). Default 10 s.
+	// RTR lists the RTR indications an initiator offers in the
+	// peer-to-peer model, in the order it prefers them (RFC 6581 §9.2);
+	// default write, read, send. A responder takes a zero-length RDMA
+	// Write or Read whatever this says.
+	RTR []ddp.RTR
+	// HandshakeTimeout bounds the startup on both sides, from the TCP
+	// connection to the first FPDU (RFC 5044 §7.1.2 rule 10). Default
+	// 10 s.
 	HandshakeTimeout time.Duration
+	// PartialFPDUTimeout bounds how long an FPDU may take to arrive whole
+	// once its first octet is in: a peer that announces a long ULPDU and
+	// stops sending is cut off then. Time between FPDUs is never bounded.
+	// Default 30 s; negative turns it off.
+	PartialFPDUTimeout time.Duration
+	// TerminateTimeout bounds the last writes once the stream has stopped
+	// (the Terminate, what was queued before it) and the graceful close
+	// after them, so that a peer that stops reading cannot hold the
+	// connection. Default 5 s.
+	TerminateTimeout time.Duration
+	// FirstFPDUDelay makes an initiator wait this long after the Reply
+	// Frame before it sends its first FPDU. It exists for one quirk:
+	// Linux siw's responder sends its Reply before it listens to the
+	// socket for FPDUs, and an FPDU that arrives in between is not read
+	// until more data comes (docs/transports.md). 0, the default, sends
+	// at once.
+	FirstFPDUDelay time.Duration
 	// TLS, if set, runs MPA inside TLS over the TCP connection: a client
 	// config for Dial, a server config for Listen. RFC 5042 §5.4.2 finds
 	// TLS inappropriate for an RNIC (it is not a datagram protection); in
@@ -56,46 +83,71 @@ func (c *Config) revision() int {
 	return 2
 }
 
-func (c *Config) timeout() time.Duration {
+func (c *Config) handshakeTimeout() time.Duration {
 	if c.HandshakeTimeout <= 0 {
 		return 10 * time.Second
 	}
 	return c.HandshakeTimeout
 }
 
-// RejectedError is returned by Dial when the responder rejected the
-// connection: its Reply Frame had the R bit set.
-type RejectedError struct {
-	PrivateData []byte
-	Enhanced    *EnhancedData // the responder's IRD/ORD, if it sent them
+func (c *Config) partialTimeout() time.Duration {
+	switch {
+	case c.PartialFPDUTimeout < 0:
+		return 0
+	case c.PartialFPDUTimeout == 0:
+		return 30 * time.Second
+	}
+	return c.PartialFPDUTimeout
 }
 
-func (e *RejectedError) Error() string {
-	return fmt.Sprintf("mpa: the responder rejected the connection (%d octets of private data)", len(e.PrivateData))
+func (c *Config) terminateTimeout() time.Duration {
+	if c.TerminateTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return c.TerminateTimeout
 }
+
+func (c *Config) rtrs() []ddp.RTR {
+	if c.revision() < 2 || c.ClientServer {
+		return nil
+	}
+	if len(c.RTR) == 0 {
+		return []ddp.RTR{ddp.RTRWrite, ddp.RTRRead, ddp.RTRSend}
+	}
+	return c.RTR
+}
+
+// responderRTRs are the RTR indications a Responder takes: both are
+// ordinary RDMAP messages to its queue pair (a zero-length Send would
+// take a receive buffer of the application's).
+var responderRTRs = []ddp.RTR{ddp.RTRWrite, ddp.RTRRead}
 
 // Negotiated is what the startup frames settled.
 type Negotiated struct {
-	Revision    int
-	CRC         bool
-	MarkersTx   bool // Markers in the FPDUs this end sends
-	MarkersRx   bool // Markers in the FPDUs this end receives
-	PeerToPeer  bool
-	RTR         string // the RTR indication used: "write", "read", "send" or ""
-	PeerData    []byte // the peer's Private Data (after any enhanced data)
-	PeerIRDORD  *EnhancedData
-	LocalIRDORD *EnhancedData
+	Revision   int
+	CRC        bool
+	MarkersTx  bool    // Markers in the FPDUs this end sends
+	MarkersRx  bool    // Markers in the FPDUs this end receives
+	PeerToPeer bool    // RFC 6581's peer-to-peer model
+	RTR        ddp.RTR // the RTR indication the initiator sends (RTRNone in client-server)
+	PeerData   []byte  // the peer's Private Data (after any enhanced data)
+	// PeerIRDORD and LocalIRDORD are the enhanced data each end sent
+	// (revision 2): "The responder and initiator MUST pass the peer's
+	// provided IRD and ORD values to the ULP" (RFC 6581 §9.1). The
+	// endpoint's ReadLimits give the values in use.
+	PeerIRDORD  *ddp.EnhancedData
+	LocalIRDORD *ddp.EnhancedData
 }
 
 // Conn is an MPA connection in Full Operation carrying one RDMAP stream:
 // the ddp.LLP of its endpoint (a queue pair), and the reader that feeds
-// the endpoint's DDP stream. Its receive goroutine reads each DDP header,
-// asks the DDP stream where the payload goes, and reads the payload from
-// the socket straight into registered memory, computing the CRC on the
-// way.
+// the endpoint's DDP stream. Its receive goroutine reads each FPDU
+// whole, verifies it and hands its DDP segment to the stream; the
+// endpoint's send goroutine writes through WriteSegment and Flush.
 type Conn struct {
 	nc  net.Conn
 	ep  ddp.Endpoint
+	cfg *Config
 	w   *Writer
 	r   *Reader
 	neg Negotiated
@@ -105,28 +157,13 @@ type Conn struct {
 	// Markers." firstRx is closed when the first FPDU has been validated.
 	firstRx   chan struct{}
 	firstOnce sync.Once
+	// delay is the initiator's FirstFPDUDelay, until its first write.
+	delay time.Duration
 
-	// The send side: wmu is held while a stream sender or the flusher
-	// uses the Writer. Between BeginNoWait and EndNoWait the sender holds
-	// it throughout and the Writer does not wait (noWait); what the
-	// socket did not take then is written by the flusher goroutine, which
-	// kick wakes, unless a later send writes it first.
-	wmu    sync.Mutex
-	noWait bool
-	kick   chan struct{}
-	// holding: between Hold and Release, whole messages wait in the
-	// Writer's gather list too (guarded by wmu).
-	holding bool
-	// skipNoWait counts down the messages BeginNoWait declines after one
-	// that the socket did not take whole: while the peer reads slower
-	// than this end writes, copying aside costs more than the hand-off
-	// to the send goroutine saves.
-	skipNoWait int
-
-	receiveSide
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	closeOnce  sync.Once
+	closed     chan struct{}
+	rxDone     chan struct{} // the receive goroutine has ended
+	firstTimer *time.Timer   // awaitFirst's
 	wg        sync.WaitGroup
 	mu        sync.Mutex // guards err
 	err       error
@@ -142,127 +179,34 @@ func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
 // MULPDU implements ddp.LLP.
 func (c *Conn) MULPDU() int { return c.w.MULPDU() }
 
-// Ready implements ddp.Holder: false while a Responder waits for its
-// first FPDU (RFC 5044 §7.1.2 rule 4), when WriteSegment would block.
-func (c *Conn) Ready() bool {
+// WriteSegment implements ddp.LLP: the segment becomes an FPDU in the
+// Writer's gather list, and leaves with the others at Flush (or when the
+// list is full). A Responder waits here until it has received its first
+// FPDU (RFC 5044 §7.1.2 rule 4).
+func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	select {
 	case <-c.firstRx:
-		return true
-	default:
-		return false
+	case <-c.closed:
+		return ddp.Lost(net.ErrClosed)
 	}
-}
-
-// WriteSegment implements ddp.LLP: one FPDU, one gather write.
-func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
-	if !c.noWait {
-		select {
-		case <-c.firstRx:
-		case <-c.closed:
-			return net.ErrClosed
-		}
-		c.wmu.Lock()
-		defer c.wmu.Unlock()
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+		c.delay = 0
 	}
-	// The FPDUs of one DDP message leave in one gather write: the DDP
-	// Sender hands over a message's segments one after the other, from
-	// memory that does not change until the last is sent (ddp.LLP). With
-	// Markers every FPDU is written on its own, so each starts a TCP
-	// segment as RFC 5044 §5.1 and Wireshark's Marker decoding expect.
 	if err := c.w.Queue(hdr, payload); err != nil {
 		return err
 	}
-	if c.neg.MarkersTx || len(hdr) == 0 || (ddp.Control(hdr[0]).Last() && !c.holding) {
+	if c.neg.MarkersTx {
+		// With Markers every FPDU is written on its own, so that each
+		// starts a TCP segment as RFC 5044 §5.1 and Wireshark's Marker
+		// decoding expect.
 		return c.w.Flush()
 	}
 	return nil
 }
 
-// Hold implements ddp.Batcher: until Release, the FPDUs of whole messages
-// stay in the Writer's gather list as well, and leave together, as many
-// as the list holds (maxQueued) per gather write. With Markers every FPDU
-// still leaves on its own (WriteSegment).
-func (c *Conn) Hold() {
-	c.wmu.Lock()
-	c.holding = true
-	c.wmu.Unlock()
-}
-
-// Release implements ddp.Batcher: it writes what Hold kept.
-func (c *Conn) Release() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.holding = false
-	return c.w.Flush()
-}
-
-// BeginNoWait implements ddp.NoWaiter: on a TCP connection (on Linux)
-// with nothing left over from an earlier message sent this way, the next
-// message is written with writev(2) calls that never wait for room in the
-// socket's send buffer; what the socket does not take at once is copied
-// and written by the connection's flusher goroutine, or first thing by
-// the next send.
-func (c *Conn) BeginNoWait() bool {
-	if !c.w.CanNoWait() || !c.Ready() || !c.wmu.TryLock() {
-		return false
-	}
-	if c.w.Behind() > 0 || c.skipNoWait > 0 {
-		c.skipNoWait = max(c.skipNoWait-1, 0)
-		c.wmu.Unlock()
-		return false
-	}
-	c.noWait = true
-	c.w.SetNoWait(true)
-	return true
-}
-
-// EndNoWait implements ddp.NoWaiter.
-func (c *Conn) EndNoWait() error {
-	err := c.w.Flush()
-	c.w.SetNoWait(false)
-	c.noWait = false
-	behind := c.w.Behind() > 0
-	if behind {
-		c.skipNoWait = noWaitBackoff
-	}
-	c.wmu.Unlock()
-	if behind {
-		signal(c.kick)
-	}
-	return err
-}
-
-// signal wakes the goroutine that waits on ch (of capacity 1), without
-// waiting: a signal already pending is enough.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// noWaitBackoff is how many messages BeginNoWait declines after one that
-// the socket did not take whole.
-const noWaitBackoff = 64
-
-// flushLoop writes what a message sent without waiting left behind.
-func (c *Conn) flushLoop() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.kick:
-		case <-c.closed:
-			return
-		}
-		c.wmu.Lock()
-		err := c.w.Flush()
-		c.wmu.Unlock()
-		if err != nil {
-			c.fail(c.ep.Stream(), err)
-			return
-		}
-	}
-}
+// Flush implements ddp.LLP: one gather write of what WriteSegment queued.
+func (c *Conn) Flush() error { return c.w.Flush() }
 
 // Err returns why the connection ended, if it ended by itself.
 func (c *Conn) Err() error {
@@ -271,57 +215,178 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-// Close closes the connection: gracefully (a FIN after what is queued)
-// and then the socket. Close implements io.Closer for the queue pair.
+// Close closes the connection gracefully: a FIN after what was written,
+// then, once the peer has closed its side too (or the TerminateTimeout
+// has passed), the socket. Close implements io.Closer for the queue pair.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
-		if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
-			tc.CloseWrite()
+		if c.firstTimer != nil {
+			c.firstTimer.Stop()
 		}
-		c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		c.nc.SetWriteDeadline(time.Now().Add(c.cfg.terminateTimeout()))
+		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			// Reading on until the peer's FIN keeps the kernel from
+			// answering the peer's last octets with a reset, which could
+			// discard what was written last (a Terminate) before the peer
+			// read it.
+			t := time.NewTimer(c.cfg.terminateTimeout())
+			select {
+			case <-c.rxDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		c.nc.Close()
 	})
 	c.wg.Wait()
 	return nil
 }
 
-func newConn(nc net.Conn, ep ddp.Endpoint, neg Negotiated, tx, rx Options, responder bool) *Conn {
-	c := &Conn{nc: nc, ep: ep, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), kick: make(chan struct{}, 1)}
+func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx Options, responder bool) *Conn {
+	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{})}
 	c.w = NewWriter(nc, tx)
 	c.r = NewReader(nc, rx)
-	c.receiveSide.init()
+	c.r.SetPartialTimeout(cfg.partialTimeout())
 	if !responder {
+		c.delay = cfg.FirstFPDUDelay
 		c.firstOnce.Do(func() { close(c.firstRx) })
 	}
 	return c
 }
 
-// run starts the endpoint on the connection and the receive loop.
-func (c *Conn) run() error {
+// run starts the endpoint on the connection and the receive goroutine.
+func (c *Conn) run(rtr ddp.RTR) error {
 	// Counted before the endpoint starts: from then on its Close may
 	// close the connection, whose Close waits for these goroutines.
-	c.wg.Add(3)
-	if err := c.ep.Start(c); err != nil {
-		c.wg.Add(-3)
+	c.wg.Add(2)
+	if err := c.ep.Start(c, rtr); err != nil {
+		c.wg.Add(-2)
 		return err
 	}
 	go c.readLoop()
 	go c.watch()
-	go c.flushLoop()
 	return nil
 }
 
-// watch closes the connection once the endpoint has stopped on an error
-// and its Terminate is written: "The peer SHOULD perform a graceful LLP
+// watch bounds the last writes once the endpoint's stream stops, and
+// closes the connection once the endpoint has nothing more to send (its
+// Terminate, if any, is written): "The peer SHOULD perform a graceful LLP
 // teardown to ensure the Terminate Message is successfully Delivered."
 // (RFC 5040 §6.2.1)
 func (c *Conn) watch() {
 	defer c.wg.Done()
 	select {
+	case <-c.ep.Stream().Done():
+		c.nc.SetWriteDeadline(time.Now().Add(c.cfg.terminateTimeout()))
+	case <-c.closed:
+		return
+	}
+	select {
 	case <-c.ep.Terminated():
 		go c.Close()
 	case <-c.closed:
+	}
+}
+
+// readLoop is the receive goroutine: it reads each FPDU whole, verified
+// (RFC 5044 §6), and hands its DDP segment to the stream, which places it
+// then. After the stream stops it reads on, placing nothing ("DDP MUST
+// silently drop any subsequent incoming DDP Segments", RFC 5041 §7.1),
+// until the peer closes.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.rxDone)
+	ds := c.ep.Stream()
+	var seq uint32
+	for {
+		seg, err := c.r.Next()
+		if err != nil {
+			c.fail(ds, err)
+			return
+		}
+		// The initiator is in Full Operation: rule 4 is met, and whatever
+		// this FPDU holds may be answered, a Terminate included.
+		c.firstOnce.Do(func() { close(c.firstRx) })
+		if ds.Receive(seq, seg) == nil {
+			seq++
+		}
+	}
+}
+
+// fail reports the end of the receive side to the endpoint: an MPA error
+// (CRC, Marker, framing) is answered with a Terminate by the endpoint,
+// after which the connection is closed ("For Error codes 2 and 3, MPA
+// MUST NOT close the TCP connection following a reported error. Closing
+// the connection is the responsibility of DDP's ULP.", RFC 5044 §8); a
+// FIN between FPDUs is the peer's disconnect; anything else is the LLP
+// stream's loss.
+func (c *Conn) fail(ds *ddp.Stream, err error) {
+	c.mu.Lock()
+	switch {
+	case errors.Is(c.err, errNoFirstFPDU):
+		err = ddp.Lost(c.err)
+	case c.isClosed():
+		err = ddp.ErrDisconnected
+	}
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	var te *term.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, ddp.ErrDisconnected):
+		ds.Close(ddp.ErrDisconnected)
+	case errors.As(err, &te):
+		ds.Fail(te)
+	default:
+		ds.Close(ddp.Lost(err))
+	}
+	// The peer cannot be waiting for our first FPDU any more.
+	c.firstOnce.Do(func() { close(c.firstRx) })
+}
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// errNoFirstFPDU ends a peer-to-peer connection whose initiator sent no
+// RTR indication in time.
+var errNoFirstFPDU = errors.New("mpa: no FPDU (RTR indication) from the initiator within the handshake timeout")
+
+// awaitFirst ends the connection if no FPDU has arrived within d.
+func (c *Conn) awaitFirst(d time.Duration) {
+	c.firstTimer = time.AfterFunc(d, func() {
+		select {
+		case <-c.firstRx:
+		default:
+			c.mu.Lock()
+			if c.err == nil {
+				c.err = errNoFirstFPDU
+			}
+			c.mu.Unlock()
+			c.nc.Close()
+		}
+	})
+}
+
+// deadline applies ctx and the timeout d to the startup on nc, until the
+// function it returns is called.
+func deadline(ctx context.Context, nc net.Conn, d time.Duration) func() {
+	t := time.Now().Add(d)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
+		t = dl
+	}
+	nc.SetDeadline(t)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	return func() {
+		stop()
+		nc.SetDeadline(time.Time{})
 	}
 }
 
@@ -363,31 +428,4 @@ func maxSend(nc net.Conn, markers bool) int {
 		}
 	}
 	return MULPDU(MaxULPDU, markers)
-}
-
-// enhancedFor is this end's enhanced data for an endpoint.
-func enhancedFor(ep ddp.Endpoint) EnhancedData {
-	ird, ord := ep.ReadLimits()
-	return EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}
-}
-
-func clamp14(v int) uint16 {
-	if v >= IRDORDAuto {
-		return IRDORDAuto - 1
-	}
-	return uint16(v)
-}
-
-// deadline applies ctx and the handshake timeout to the startup.
-func deadline(ctx context.Context, nc net.Conn, d time.Duration) func() {
-	t := time.Now().Add(d)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
-		t = dl
-	}
-	nc.SetDeadline(t)
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
-	return func() {
-		stop()
-		nc.SetDeadline(time.Time{})
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
@@ -125,7 +126,7 @@ func TestConnReject(t *testing.T) {
 	}()
 	a := newPeer(t, rdmap.QPConfig{})
 	_, err = Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &Config{})
-	var re *RejectedError
+	var re *ddp.RejectedError
 	if !errors.As(err, &re) || string(re.PrivateData) != "go away" || re.Enhanced == nil || re.Enhanced.IRD != 2 || re.Enhanced.ORD != 3 {
 		t.Fatalf("Dial = %v", err)
 	}
@@ -143,7 +144,7 @@ func TestConnIRDORD(t *testing.T) {
 	if _, ord := b.QP.ReadLimits(); ord != 4 {
 		t.Fatalf("responder ORD %d, want the initiator's IRD 4", ord)
 	}
-	if !ac.Negotiated().PeerToPeer || ac.Negotiated().RTR != "write" || !bc.Negotiated().PeerToPeer {
+	if !ac.Negotiated().PeerToPeer || ac.Negotiated().RTR != ddp.RTRWrite || !bc.Negotiated().PeerToPeer {
 		t.Fatalf("%+v", ac.Negotiated())
 	}
 }
@@ -285,14 +286,18 @@ func TestResponderWaitsForFirstFPDU(t *testing.T) {
 	// Now an FPDU: a zero-length RDMA Write (CRC on: the default C bit of
 	// the responder).
 	w := NewWriter(c, Options{CRC: true})
-	w.WriteFPDU(rtrWrite, nil)
+	w.WriteFPDU(zeroWrite, nil)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	r := NewReader(c, Options{CRC: true})
-	n, err := r.Next()
-	if err != nil || n != 18+8 {
-		t.Fatalf("FPDU %d, %v", n, err)
+	u, err := r.Next()
+	if err != nil || len(u) != 18+8 {
+		t.Fatalf("FPDU of %d octets, %v", len(u), err)
 	}
 }
+
+// zeroWrite is the DDP header of a zero-length RDMA Write (STag 0, TO 0):
+// the RTR indication of RFC 6581 §9.2 that a raw initiator sends.
+var zeroWrite = []byte{0xc1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 // Bad input in Full Operation gets MPA's Terminate and nothing is placed.
 func TestFullOperationErrors(t *testing.T) {
@@ -328,14 +333,9 @@ func TestFullOperationErrors(t *testing.T) {
 			// The responder answers with a Terminate carrying the triple,
 			// then closes the connection.
 			r := NewReader(c, Options{CRC: true})
-			n, err := r.Next()
+			ulpdu, err := r.Next()
 			if err != nil {
 				t.Fatalf("no Terminate: %v", err)
-			}
-			ulpdu := make([]byte, n)
-			r.ReadFull(ulpdu)
-			if err := r.Finish(); err != nil {
-				t.Fatal(err)
 			}
 			th, _, err := rdmap.ParseTerminate(ulpdu[18:])
 			if err != nil || ulpdu[1]&0x0f != byte(rdmap.OpTerminate) || !errors.Is(th.Err(), tc.want) {
@@ -356,8 +356,12 @@ func TestFullOperationErrors(t *testing.T) {
 // A peer that stalls in the middle of an FPDU and then disconnects, or
 // disconnects in the middle of a message, never hangs the endpoint:
 // outstanding work completes with WR_FLUSH_ERR.
+// A peer whose stream ends inside an FPDU has lost the LLP stream; one
+// whose stream ends between FPDUs (a FIN with no Terminate) disconnected:
+// an error value of its own, and a DISCONNECTED event instead of
+// STREAM_ERROR.
 func TestPeerDisconnects(t *testing.T) {
-	for _, cut := range []int{3, 20, 40} {
+	for _, cut := range []int{3, 20, 40, 0, 52} {
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
 			noLeaks(t)
 			l, ch, b := listenFor(t, Config{NoCRC: true})
@@ -375,8 +379,16 @@ func TestPeerDisconnects(t *testing.T) {
 			if w := waitC(t, b.RCQ); w.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("%+v", w)
 			}
-			if !errors.Is(b.QP.Err(), term.MPAConnectionLost) {
-				t.Fatal(b.QP.Err())
+			orderly := cut == 0 || cut == len(f)
+			if errors.Is(b.QP.Err(), ddp.ErrDisconnected) != orderly || errors.Is(b.QP.Err(), ddp.ErrLLPLost) == orderly {
+				t.Fatalf("cut at %d of %d: %v", cut, len(f), b.QP.Err())
+			}
+			want := rdmap.EventStreamError
+			if orderly {
+				want = rdmap.EventDisconnected
+			}
+			if e := <-b.Events; e.Type != want {
+				t.Fatalf("event %v, want %v", e.Type, want)
 			}
 		})
 	}

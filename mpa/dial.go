@@ -14,20 +14,17 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-// rtrWrite is the zero-length RDMA Write used as the RTR indication (RFC
-// 6581 §9.2): a tagged DDP header, T=1 L=1 DV=1, RDMAP control RV=1 opcode
-// 0, STag 0, TO 0. "The STag and TO fields MUST NOT be checked for a
-// zero-length Tagged DDP Message." (RFC 5041 §5.2)
-var rtrWrite = []byte{0xc1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-
 // Dial connects to an MPA responder at addr as the Initiator (RFC 5044
 // §7.1.2 rules 1 and 3): it sends the MPA Request Frame, validates the
 // Reply, negotiates CRCs, Markers, IRD/ORD and the RTR indication (RFC
-// 6581), and starts ep on the connection. ctx bounds the whole startup.
+// 6581), and starts ep on the connection. ctx bounds the whole startup;
+// so does the Config's HandshakeTimeout. A nil cfg means the defaults.
 func Dial(ctx context.Context, network, addr string, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.handshakeTimeout())
+	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, network, addr)
 	if err != nil {
@@ -42,7 +39,7 @@ func Dial(ctx context.Context, network, addr string, ep ddp.Endpoint, cfg *Confi
 }
 
 func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
-	done := deadline(ctx, nc, cfg.timeout())
+	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()
 	if cfg.TLS != nil {
 		tc := tls.Client(nc, cfg.TLS)
@@ -55,18 +52,11 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 		nc = tracedConn{nc, cfg.Trace}
 	}
 	req := Frame{Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: uint8(cfg.revision()), PrivateData: cfg.PrivateData}
-	var mine EnhancedData
+	ird, ord := ep.ReadLimits()
+	offer := ddp.Offer(ird, ord, cfg.rtrs())
 	if cfg.revision() >= 2 {
-		mine = enhancedFor(ep)
-		if !cfg.ClientServer {
-			// This initiator can send a zero-length RDMA Write as its RTR
-			// indication: "The initiator MUST set each Control Flag B, C,
-			// and D to 1 for each of the options it supports, if Control
-			// Flag A is set to 1." (RFC 6581 §9.2)
-			mine.PeerToPeer, mine.WriteRTR = true, true
-		}
 		req.Enhanced = true
-		req.PrivateData = append(mine.Append(nil), cfg.PrivateData...)
+		req.PrivateData = append(offer.Append(nil), cfg.PrivateData...)
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -94,7 +84,7 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 	}
 	theirs, ulp, enhanced := rep.Enhancement()
 	if rep.Reject {
-		re := &RejectedError{PrivateData: append([]byte(nil), ulp...)}
+		re := &ddp.RejectedError{PrivateData: append([]byte(nil), ulp...)}
 		if enhanced {
 			re.Enhanced = &theirs
 		}
@@ -104,46 +94,28 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 	neg := Negotiated{Revision: int(rep.Rev), CRC: fromInit.CRC, MarkersTx: fromInit.Markers, MarkersRx: fromResp.Markers,
 		PeerData: append([]byte(nil), ulp...)}
 	var fail *term.Error
+	rtr := ddp.RTRNone
 	if enhanced {
-		neg.PeerIRDORD, neg.LocalIRDORD = &theirs, &mine
-		ird, ord := ep.ReadLimits()
-		// "the initiator MUST set its IRD at least to the responder ORD and
-		// its ORD at most to the responder IRD." (RFC 6581 §9.1)
-		if theirs.IRD != IRDORDAuto && int(theirs.IRD) < ord {
-			if err := ep.SetORD(int(theirs.IRD)); err != nil {
+		neg.PeerIRDORD, neg.LocalIRDORD = &theirs, &offer
+		neg.PeerToPeer = offer.PeerToPeer
+		newORD, r, err := ddp.Settle(offer, theirs, ird, ord, cfg.rtrs())
+		if errors.As(err, &fail) {
+			// Error codes 6 and 7 of RFC 6581: the connection starts so
+			// that the Terminate can say so, and then ends.
+		} else if err != nil {
+			return nil, invalidFrame("%v", err)
+		}
+		if newORD != ord {
+			if err := ep.SetORD(newORD); err != nil {
 				return nil, err
 			}
 		}
-		if theirs.ORD != IRDORDAuto && int(theirs.ORD) > ird {
-			fail = term.MPAInsufficientIRD.With("the responder's ORD %d exceeds this end's IRD %d", theirs.ORD, ird)
-		}
-		if mine.PeerToPeer {
-			neg.PeerToPeer = true
-			switch {
-			case !theirs.PeerToPeer:
-				// "If Control Flag A is 1 in the MPA Request message, then
-				// the responder MUST set Control Flag A to 1".
-				return nil, invalidFrame("the Reply answers a peer-to-peer Request with Control Flag A 0")
-			case theirs.WriteRTR:
-				neg.RTR = "write"
-			default:
-				// "If the initiator is not able to generate any of the
-				// responder-supported RTR indications, then it MUST send a
-				// TERM message ... Layer 2, Error Type 0, Error Code 7."
-				fail = term.MPANoMatchingRTR.With("the responder supports no RTR indication this end can send (%v)", theirs)
-			}
-		}
+		rtr = r
+		neg.RTR = r
 	}
 	fromInit.MaxULPDU = maxSend(nc, fromInit.Markers)
-	c := newConn(nc, ep, neg, fromInit, fromResp, false)
-	if neg.RTR == "write" && fail == nil {
-		// "The RDMA connection initiator MUST NOT allow any later FULPDUs
-		// to be transmitted before the RTR indication."
-		if err := c.w.WriteFPDU(rtrWrite, nil); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.run(); err != nil {
+	c := newConn(nc, ep, cfg, neg, fromInit, fromResp, false)
+	if err := c.run(rtr); err != nil {
 		return nil, err
 	}
 	if fail != nil {
@@ -240,7 +212,7 @@ func (l *Listener) startup(nc net.Conn) (*Request, error) {
 		case <-ctx.Done():
 		}
 	}()
-	done := deadline(ctx, nc, l.cfg.timeout())
+	done := deadline(ctx, nc, l.cfg.handshakeTimeout())
 	defer done()
 	if l.cfg.TLS != nil {
 		tc := tls.Server(nc, l.cfg.TLS)
@@ -289,7 +261,7 @@ type Request struct {
 
 	Revision    int
 	PrivateData []byte        // the initiator's Private Data (after any enhanced data)
-	Enhanced    *EnhancedData // the initiator's IRD/ORD and RTR flags (RFC 6581)
+	Enhanced    *ddp.EnhancedData // the initiator's IRD/ORD and RTR flags (RFC 6581)
 
 	once sync.Once
 }
@@ -318,40 +290,25 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 	cfg := &r.l.cfg
 	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
 	var neg Negotiated
-	var mine EnhancedData
-	if e := r.Enhanced; e != nil {
+	if offer := r.Enhanced; offer != nil {
 		// "If the responder receives an enhanced MPA message, it MUST
 		// respond with an enhanced MPA message." (RFC 6581 §10)
-		mine = enhancedFor(ep)
-		_, ord := ep.ReadLimits()
-		if e.ORD == IRDORDAuto {
-			mine.IRD = IRDORDAuto
-		}
-		if e.IRD == IRDORDAuto {
-			mine.ORD = IRDORDAuto
-		} else if int(e.IRD) < ord {
-			// "The responder MUST set its ORD at most to the initiator IRD."
-			if err := ep.SetORD(int(e.IRD)); err != nil {
+		ird, ord := ep.ReadLimits()
+		mine, newORD := ddp.Answer(*offer, ird, ord, responderRTRs)
+		if newORD != ord {
+			if err := ep.SetORD(newORD); err != nil {
 				return nil, err
 			}
-			mine.ORD = e.IRD
-		}
-		if e.PeerToPeer {
-			// This responder takes a zero-length RDMA Write or Read as the
-			// RTR indication; both are ordinary RDMAP messages to it.
-			mine.PeerToPeer, mine.WriteRTR, mine.ReadRTR = true, true, true
-			neg.PeerToPeer = true
 		}
 		rep.Enhanced = true
 		rep.PrivateData = append(mine.Append(nil), privateData...)
-		neg.PeerIRDORD, neg.LocalIRDORD = e, &mine
+		neg.PeerIRDORD, neg.LocalIRDORD = offer, &mine
+		neg.PeerToPeer = mine.PeerToPeer
 	}
 	if err := rep.Validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout())
-	defer cancel()
-	done := deadline(ctx, r.nc, cfg.timeout())
+	done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
 	_, err := r.nc.Write(rep.Append(nil))
 	done()
 	if err != nil {
@@ -362,8 +319,17 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 	neg.MarkersTx, neg.MarkersRx = fromResp.Markers, fromInit.Markers
 	neg.PeerData = r.PrivateData
 	fromResp.MaxULPDU = maxSend(r.nc, fromResp.Markers)
-	c := newConn(r.nc, ep, neg, fromResp, fromInit, true)
-	if err := c.run(); err != nil {
+	c := newConn(r.nc, ep, cfg, neg, fromResp, fromInit, true)
+	if neg.PeerToPeer {
+		// The startup ends with the initiator's RTR indication (RFC 6581
+		// §9.3): one that does not come in time ends the connection, as a
+		// Request that does not come does (rule 10).
+		c.awaitFirst(cfg.handshakeTimeout())
+	}
+	if err := c.run(ddp.RTRNone); err != nil {
+		if c.firstTimer != nil {
+			c.firstTimer.Stop()
+		}
 		return nil, err
 	}
 	return c, nil
@@ -379,16 +345,14 @@ func (r *Request) Reject(privateData []byte, ird, ord int) error {
 		cfg := &r.l.cfg
 		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
 		if r.Enhanced != nil {
-			e := EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord), PeerToPeer: r.Enhanced.PeerToPeer}
+			e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
 			rep.Enhanced = true
 			rep.PrivateData = append(e.Append(nil), privateData...)
 		}
 		if err = rep.Validate(); err != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout())
-		defer cancel()
-		done := deadline(ctx, r.nc, cfg.timeout())
+		done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
 		defer done()
 		_, err = r.nc.Write(rep.Append(nil))
 	})

@@ -13,14 +13,6 @@ type EnhancedData = ddp.EnhancedData
 // bytes."
 const EnhancedDataLen = ddp.EnhancedDataLen
 
-// IRDORDAuto is the all-ones IRD or ORD value: "An all ones value (0x3FFF)
-// indicates that automatic negotiation of the IRD or ORD is not desired,
-// and that the ULP will be responsible for it." (RFC 6581 §9.1)
-const IRDORDAuto = ddp.IRDORDNoNegotiation
-
-// MaxIRDORD is the largest IRD or ORD: both are 14-bit unsigned integers.
-const MaxIRDORD = ddp.IRDORDNoNegotiation
-
 // ParseEnhancedData decodes the enhanced data at the start of b (normally
 // a frame's PrivateData) and returns it with the number of octets it took.
 // "On reception, if Control Flag A is set to 0, then Control Flags B, C,

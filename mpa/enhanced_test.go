@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -21,8 +22,8 @@ func TestEnhancedDataGolden(t *testing.T) {
 		{EnhancedData{PeerToPeer: true, SendRTR: true, IRD: 16, ORD: 8}, []byte{0xC0, 0x10, 0x00, 0x08}},
 		{EnhancedData{PeerToPeer: true, WriteRTR: true, IRD: 0, ORD: 0}, []byte{0x80, 0x00, 0x80, 0x00}},
 		{EnhancedData{PeerToPeer: true, ReadRTR: true, IRD: 0x1234, ORD: 0x0567}, []byte{0x92, 0x34, 0x45, 0x67}},
-		{EnhancedData{PeerToPeer: true, SendRTR: true, WriteRTR: true, ReadRTR: true, IRD: IRDORDAuto, ORD: IRDORDAuto}, []byte{0xff, 0xff, 0xff, 0xff}},
-		{EnhancedData{IRD: IRDORDAuto, ORD: IRDORDAuto}, []byte{0x3f, 0xff, 0x3f, 0xff}},
+		{EnhancedData{PeerToPeer: true, SendRTR: true, WriteRTR: true, ReadRTR: true, IRD: ddp.IRDORDNoNegotiation, ORD: ddp.IRDORDNoNegotiation}, []byte{0xff, 0xff, 0xff, 0xff}},
+		{EnhancedData{IRD: ddp.IRDORDNoNegotiation, ORD: ddp.IRDORDNoNegotiation}, []byte{0x3f, 0xff, 0x3f, 0xff}},
 	}
 	for _, tc := range cases {
 		got := tc.e.Append(nil)

@@ -5,63 +5,26 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
+	"os"
 	"testing"
 	"testing/iotest"
-	"unsafe"
+	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
 )
 
-// readAll reads every FPDU of r with the given read style and returns the
-// ULPDUs, stopping at the first error.
-func readAll(r *Reader, style int, rng *rand.Rand) ([][]byte, error) {
+// readAll reads every FPDU of r and returns copies of the ULPDUs,
+// stopping at the first error.
+func readAll(r *Reader) ([][]byte, error) {
 	var out [][]byte
 	for {
-		n, err := r.Next()
+		u, err := r.Next()
 		if err != nil {
 			return out, err
 		}
-		if r.Remaining() != n {
-			panic("Remaining")
-		}
-		u := make([]byte, n)
-		switch style {
-		case 0: // header then payload, as DDP does
-			if err := r.ReadFull(u[:14]); err != nil {
-				return out, err
-			}
-			if err := r.ReadFull(u[14:]); err != nil {
-				return out, err
-			}
-		case 1: // small Reads
-			off := 0
-			for {
-				m, err := r.Read(u[off:min(n, off+1+rng.IntN(700))])
-				off += m
-				if err == io.EOF || off == n {
-					break
-				}
-				if err != nil {
-					return out, err
-				}
-			}
-			if m, err := r.Read(u[:1]); m != 0 || err != io.EOF {
-				panic("Read past the ULPDU")
-			}
-		case 2: // read the header, Discard some, Finish skips the rest
-			if err := r.ReadFull(u[:14]); err != nil {
-				return out, err
-			}
-			d := rng.IntN(n - 14 + 1)
-			if err := r.Discard(d); err != nil {
-				return out, err
-			}
-			u = u[:14]
-		}
-		if err := r.Finish(); err != nil {
-			return out, err
-		}
-		out = append(out, u)
+		out = append(out, bytes.Clone(u))
 	}
 }
 
@@ -71,7 +34,7 @@ func TestReaderFigures(t *testing.T) {
 	stream, _ = AppendFPDU(stream, uint64(len(stream)), markersCRC, make([]byte, 0x1ec-len(fig5)-6))
 	stream = append(stream, fig6...)
 	r := NewReader(bytes.NewReader(stream), markersCRC)
-	got, err := readAll(r, 0, nil)
+	got, err := readAll(r)
 	if err != io.EOF || len(got) != 3 || !bytes.Equal(got[0], sendULPDU(1)) || !bytes.Equal(got[2], sendULPDU(2)) {
 		t.Fatalf("%d ULPDUs, %v", len(got), err)
 	}
@@ -103,85 +66,76 @@ func TestReaderChunking(t *testing.T) {
 			"timeout1": func() io.Reader { return iotest.TimeoutReader(bytes.NewReader(stream)) },
 		}
 		for name, mk := range readers {
-			for style := range 3 {
-				for _, size := range []int{64, 1000, DefaultBufferSize} {
-					r := NewReaderSize(mk(), o, size)
-					got, err := readAll(r, style, rng)
-					if name == "timeout1" {
-						// The second Read times out: sticky, reported as
-						// the connection lost.
-						if !errors.Is(err, iotest.ErrTimeout) || !errors.Is(err, term.MPAConnectionLost) {
-							t.Fatalf("timeout: %v", err)
-						}
-						if _, err2 := r.Next(); err2 != err && !errors.Is(err2, iotest.ErrTimeout) {
-							t.Fatalf("not sticky: %v", err2)
-						}
-						continue
-					}
-					if err != io.EOF || len(got) != len(segs) {
-						t.Fatalf("%+v %s style %d size %d: %d of %d ULPDUs, %v", o, name, style, size, len(got), len(segs), err)
-					}
-					for i, s := range segs {
-						want := s.ulpdu()
-						if style == 2 {
-							want = want[:14]
-						}
-						if !bytes.Equal(got[i], want) {
-							t.Fatalf("%+v %s style %d: ULPDU %d differs", o, name, style, i)
-						}
-					}
+			r := NewReader(mk(), o)
+			got, err := readAll(r)
+			if name == "timeout1" {
+				// The second Read times out: sticky, reported as the LLP
+				// stream's loss.
+				if !errors.Is(err, iotest.ErrTimeout) || !errors.Is(err, ddp.ErrLLPLost) {
+					t.Fatalf("timeout: %v", err)
+				}
+				if _, err2 := r.Next(); err2 != err {
+					t.Fatalf("not sticky: %v", err2)
+				}
+				continue
+			}
+			if err != io.EOF || len(got) != len(segs) {
+				t.Fatalf("%+v %s: %d of %d ULPDUs, %v", o, name, len(got), len(segs), err)
+			}
+			for i, s := range segs {
+				if !bytes.Equal(got[i], s.ulpdu()) {
+					t.Fatalf("%+v %s: ULPDU %d differs", o, name, i)
 				}
 			}
 		}
 	}
 }
 
-// Large reads go from the underlying reader straight into the caller's
-// buffer, not through the Reader's buffer.
-func TestReaderDirect(t *testing.T) {
+// Next hands out nothing of an FPDU before all of it has arrived and its
+// CRC is verified (RFC 5044 §6): an FPDU whose CRC fails yields no octet
+// of its ULPDU, however the stream is cut.
+func TestReaderVerifiesFirst(t *testing.T) {
 	seg := randomSegment(rand.New(rand.NewPCG(5, 6)), 60000)
 	stream := encodeAll([]segment{seg}, Options{CRC: true})
-	rec := &recordingReader{r: bytes.NewReader(stream)}
-	r := NewReaderSize(rec, Options{CRC: true}, 4096)
-	n, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := make([]byte, n)
-	if err := r.ReadFull(dst); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(dst, seg.ulpdu()) {
-		t.Fatal("ULPDU differs")
-	}
-	direct := 0
-	lo := uintptr(unsafe.Pointer(&dst[0]))
-	for _, p := range rec.ptrs {
-		if p >= lo && p < lo+uintptr(len(dst)) {
-			direct++
+	stream[30000] ^= 0x40
+	for _, mk := range []func() io.Reader{
+		func() io.Reader { return bytes.NewReader(stream) },
+		func() io.Reader { return iotest.HalfReader(bytes.NewReader(stream)) },
+		func() io.Reader { return &chunkReader{b: stream, sizes: []int{2, 100, 4096, 1}} },
+	} {
+		r := NewReader(mk(), Options{CRC: true})
+		u, err := r.Next()
+		if u != nil || !errors.Is(err, term.MPACRCError) {
+			t.Fatalf("a corrupted FPDU gave %d octets, %v", len(u), err)
 		}
 	}
-	if direct == 0 {
-		t.Fatalf("no Read went straight into the destination (%d reads)", len(rec.ptrs))
-	}
-	if len(rec.ptrs) > 4 {
-		t.Fatalf("%d reads for one FPDU", len(rec.ptrs))
-	}
 }
 
-type recordingReader struct {
-	r    io.Reader
-	ptrs []uintptr
-}
-
-func (c *recordingReader) Read(p []byte) (int, error) {
-	if len(p) > 0 {
-		c.ptrs = append(c.ptrs, uintptr(unsafe.Pointer(&p[0])))
+// A peer that sends the start of an FPDU and then nothing is cut off after
+// the partial-FPDU timeout; one that waits between FPDUs is not.
+func TestReaderPartialTimeout(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	r := NewReader(b, Options{CRC: true})
+	r.SetPartialTimeout(50 * time.Millisecond)
+	fpdu := encodeAll([]segment{randomSegment(rand.New(rand.NewPCG(1, 2)), 1000)}, Options{CRC: true})
+	go func() {
+		time.Sleep(150 * time.Millisecond) // idle between FPDUs: not bounded
+		a.Write(fpdu)
+		a.Write(fpdu[:100])
+	}()
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
 	}
-	return c.r.Read(p)
+	start := time.Now()
+	_, err := r.Next()
+	if !errors.Is(err, ddp.ErrLLPLost) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stalled FPDU gave %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cut off after %v", d)
+	}
 }
 
 func TestReaderErrors(t *testing.T) {
@@ -191,16 +145,13 @@ func TestReaderErrors(t *testing.T) {
 	expect := func(t *testing.T, stream []byte, o Options, ok int, target error) {
 		t.Helper()
 		r := NewReader(bytes.NewReader(stream), o)
-		got, err := readAll(r, 0, nil)
+		got, err := readAll(r)
 		if len(got) != ok || !errors.Is(err, target) {
 			t.Fatalf("%d ULPDUs, %v; want %d and %v", len(got), err, ok, target)
 		}
 		// Sticky.
 		if _, err2 := r.Next(); err2 != err {
 			t.Fatalf("Next after error: %v", err2)
-		}
-		if err2 := r.Finish(); err2 != err {
-			t.Fatalf("Finish after error: %v", err2)
 		}
 		if r.Err() != err {
 			t.Fatalf("Err: %v", r.Err())
@@ -235,8 +186,8 @@ func TestReaderErrors(t *testing.T) {
 	for cut := 1; cut < second; cut++ {
 		b := good[:second+cut]
 		r := NewReader(bytes.NewReader(b), Options{CRC: true})
-		got, err := readAll(r, 0, nil)
-		if len(got) != 1 || !errors.Is(err, term.MPAConnectionLost) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		got, err := readAll(r)
+		if len(got) != 1 || !errors.Is(err, ddp.ErrLLPLost) || !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("cut %d: %d %v", cut, len(got), err)
 		}
 	}
@@ -283,52 +234,11 @@ func (badCountReader) Read(p []byte) (int, error) { return len(p) + 1, nil }
 
 func TestReaderBadUnderlying(t *testing.T) {
 	r := NewReader(zeroReader{}, Options{})
-	if _, err := r.Next(); !errors.Is(err, io.ErrNoProgress) || !errors.Is(err, term.MPAConnectionLost) {
+	if _, err := r.Next(); !errors.Is(err, io.ErrNoProgress) || !errors.Is(err, ddp.ErrLLPLost) {
 		t.Fatal(err)
 	}
 	r = NewReader(badCountReader{}, Options{})
-	if _, err := r.Next(); !errors.Is(err, term.MPAConnectionLost) {
-		t.Fatal(err)
-	}
-}
-
-func TestReaderState(t *testing.T) {
-	stream := encodeAll([]segment{{hdr: sendULPDU(1)}}, Options{CRC: true})
-	r := NewReader(bytes.NewReader(stream), Options{CRC: true})
-	buf := make([]byte, 100)
-	if _, err := r.Read(buf); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	if err := r.Finish(); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	if err := r.ReadFull(buf[:1]); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	n, err := r.Next()
-	if err != nil || n != 42 {
-		t.Fatal(n, err)
-	}
-	if _, err := r.Next(); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	if err := r.ReadFull(buf[:43]); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	if err := r.Discard(43); !errors.Is(err, ErrState) {
-		t.Fatal(err)
-	}
-	if m, err := r.Read(buf[:0]); m != 0 || err != nil {
-		t.Fatal(m, err)
-	}
-	// The usage errors did not break it.
-	if err := r.ReadFull(buf[:42]); err != nil || !bytes.Equal(buf[:42], sendULPDU(1)) {
-		t.Fatal(err)
-	}
-	if err := r.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Next(); err != io.EOF {
+	if _, err := r.Next(); !errors.Is(err, ddp.ErrLLPLost) {
 		t.Fatal(err)
 	}
 }
@@ -345,16 +255,9 @@ func TestReaderAllocs(t *testing.T) {
 			stream = encodeAll(segs, o)
 		}
 		r := NewReader(&loopReader{b: stream}, o)
-		dst := make([]byte, MaxULPDU)
+		r.Next() // the Reader grows its buffers once
 		if n := testing.AllocsPerRun(300, func() {
-			n, err := r.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.ReadFull(dst[:n]); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Finish(); err != nil {
+			if _, err := r.Next(); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {
@@ -384,16 +287,11 @@ func BenchmarkReader(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(size))
 				for b.Loop() {
-					n, err := r.Next()
+					u, err := r.Next()
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := r.ReadFull(dst[:n]); err != nil {
-						b.Fatal(err)
-					}
-					if err := r.Finish(); err != nil {
-						b.Fatal(err)
-					}
+					copy(dst, u) // DDP places it
 				}
 			})
 		}

@@ -150,15 +150,8 @@ func expectFPDUs(r *Reader, fromClient bool, received chan<- struct{}) error {
 			continue
 		}
 		want := append(f.header(), f.data()...)
-		n, err := r.Next()
+		got, err := r.Next()
 		if err != nil {
-			return err
-		}
-		got := make([]byte, n)
-		if err := r.ReadFull(got); err != nil {
-			return err
-		}
-		if err := r.Finish(); err != nil {
 			return err
 		}
 		if !bytes.Equal(got, want) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+
+	"github.com/iwarpgo/iwarp/ddp"
 )
 
 // maxMarkersPerFPDU bounds the Markers one FPDU can hold: its wire length
@@ -46,19 +48,12 @@ type Writer struct {
 	bufs [][]byte    // the gather list; its backing array is reused
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
 	run  uint32      // running CRC of the current FPDU
-
-	// Writing without waiting (SetNoWait): tw makes the writes, and
-	// backlog holds the octets the socket did not take at once, which go
-	// out before anything else.
-	tw      *tryWriter
-	noWait  bool
-	backlog []byte
-	behind  int // flushes without waiting that left octets behind (tests look)
 }
 
 // maxQueued bounds the FPDUs Queue holds before it writes them: the
-// FPDUs of one message, or of a batch of small ones (Conn.Hold), such as
-// RDMA Read Requests.
+// FPDUs the DDP sender hands over between two flushes (the segments of
+// one message, or of several queued together, such as a run of RDMA
+// Read Requests) leave in gather writes of up to this many.
 const maxQueued = 16
 
 // maxQueuedHeader is the longest header Queue copies; a longer one is
@@ -76,24 +71,8 @@ type fpduSlot struct {
 // options. The first octet it writes is the first octet of Full Operation
 // (SeqStart, RFC 5044 §4.3): create it right after the startup frames.
 func NewWriter(w io.Writer, o Options) *Writer {
-	return &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16), tw: newTryWriter(w)}
+	return &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
 }
-
-// CanNoWait reports whether the Writer can write without waiting
-// (SetNoWait): on a TCP connection, on Linux.
-func (w *Writer) CanNoWait() bool { return w.tw != nil }
-
-// SetNoWait switches writing without waiting on or off. While it is on,
-// Flush (and a Queue that has to write) never waits for room in the
-// socket's send buffer: it writes what the socket takes at once and
-// copies the rest aside (Behind), and the next Flush with SetNoWait off
-// writes that first, so the stream's order is kept. A Writer that cannot
-// (CanNoWait) ignores it.
-func (w *Writer) SetNoWait(on bool) { w.noWait = on && w.tw != nil }
-
-// Behind returns how many octets written without waiting the socket has
-// not taken yet: a Flush with SetNoWait off writes them.
-func (w *Writer) Behind() int { return len(w.backlog) }
 
 // Options returns the Writer's options.
 func (w *Writer) Options() Options { return w.opts }
@@ -107,9 +86,9 @@ func (w *Writer) Offset() uint64 { return w.pos }
 // segments (RFC 5044 §4.5, §5.1).
 func (w *Writer) MULPDU() int { return w.opts.maxULPDU() }
 
-// WriteSegment is WriteFPDU under the name of DDP's LLP interface: with
-// MULPDU it lets a *Writer serve as DDP's lower layer directly.
-func (w *Writer) WriteSegment(hdr []byte, payload [][]byte) error { return w.WriteFPDU(hdr, payload) }
+// WriteSegment is Queue under the name of DDP's LLP interface: with
+// MULPDU and Flush it lets a *Writer serve as DDP's lower layer directly.
+func (w *Writer) WriteSegment(hdr []byte, payload [][]byte) error { return w.Queue(hdr, payload) }
 
 // WriteFPDU sends one FPDU whose ULPDU is hdr followed by the payload
 // slices (RFC 5044 §4.1): ULPDU_Length, the ULPDU, PAD to a multiple of
@@ -195,69 +174,25 @@ func (w *Writer) Queue(hdr []byte, payload [][]byte) error {
 	return nil
 }
 
-// Flush writes every queued FPDU in one gather write, after what an
-// earlier write without waiting left behind (SetNoWait).
+// Flush writes every queued FPDU in one gather write.
 func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.queued == 0 && len(w.backlog) == 0 {
+	if w.queued == 0 {
 		return nil
-	}
-	if w.noWait {
-		return w.flushNoWait()
-	}
-	if len(w.backlog) > 0 {
-		w.bufs = append(w.bufs, nil)
-		copy(w.bufs[1:], w.bufs)
-		w.bufs[0] = w.backlog
 	}
 	w.nb = w.bufs
 	_, err := w.nb.WriteTo(w.w)
 	w.nb = nil
-	w.backlog = w.backlog[:0]
-	return w.written(err)
-}
-
-// flushNoWait writes what the socket takes at once and copies the rest
-// into the backlog. Nothing is tried while a backlog remains: it must
-// leave first.
-func (w *Writer) flushNoWait() error {
-	n := 0
-	if len(w.backlog) == 0 {
-		var err error
-		if n, err = w.tw.try(w.bufs); err != nil {
-			return w.written(err)
-		}
-	}
-	for _, b := range w.bufs {
-		if n >= len(b) {
-			n -= len(b)
-			continue
-		}
-		w.backlog = append(w.backlog, b[n:]...)
-		n = 0
-	}
-	if len(w.backlog) > 0 {
-		w.behind++
-	}
-	return w.written(nil)
-}
-
-// written ends a flush: the gather list is emptied (keeping no reference
-// to the caller's memory) and a write error becomes the Writer's.
-func (w *Writer) written(err error) error {
 	clear(w.bufs)
 	w.bufs = w.bufs[:0]
 	w.queued = 0
 	if err != nil {
-		w.err = connLost(err)
-		if err == io.EOF {
-			w.err = connLost(io.ErrUnexpectedEOF)
-		}
-		return w.err
+		// The stream's framing is lost with the octets not written.
+		w.err = ddp.Lost(err)
 	}
-	return nil
+	return w.err
 }
 
 // add appends p to the gather list, cut where Markers are due, and runs

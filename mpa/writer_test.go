@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/term"
+	"github.com/iwarpgo/iwarp/ddp"
 )
 
 var allOptions = []Options{{}, {CRC: true}, {Markers: true}, {Markers: true, CRC: true}}
@@ -94,14 +94,14 @@ func TestWriterErrors(t *testing.T) {
 	if err := w.WriteFPDU(sendULPDU(1), nil); err != nil || !bytes.Equal(buf.Bytes(), fig5) {
 		t.Fatalf("after refusal: %v %x", err, buf.Bytes())
 	}
-	// A write error is sticky and reported as the connection lost.
+	// A write error is sticky and reported as the LLP stream's loss.
 	fw := &failWriter{after: 48}
 	w = NewWriter(fw, Options{CRC: true})
 	if err := w.WriteFPDU(sendULPDU(1), nil); err != nil {
 		t.Fatal(err)
 	}
 	err := w.WriteFPDU(sendULPDU(2), nil)
-	if !errors.Is(err, term.MPAConnectionLost) || !errors.Is(err, io.ErrClosedPipe) {
+	if !errors.Is(err, ddp.ErrLLPLost) || !errors.Is(err, io.ErrClosedPipe) {
 		t.Fatalf("write error: %v", err)
 	}
 	if err2 := w.WriteFPDU(sendULPDU(3), nil); err2 != err {

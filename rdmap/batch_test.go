@@ -6,24 +6,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 )
 
-// batchEnd is a pipe end that can hold whole messages (ddp.Batcher): what
-// it is given between Hold and Release it keeps, by reference as MPA's
-// gather list does, and sends at Release.
-type batchEnd struct {
+// holdEnd is a pipe end that keeps every segment until Flush, by
+// reference as MPA's gather list does, and sends them then: what the send
+// goroutine hands over between two flushes is visible as one flush.
+type holdEnd struct {
 	*llptest.End
 	mu       sync.Mutex
-	holding  bool
 	kept     []keptSegment
-	holds    int
-	maxKept  int // the most segments kept at once
+	flushes  []int // segments sent by each Flush that sent any
 	failWith error
-	// atRelease, if set, runs at the start of every Release;
-	// beforeWrite at the start of every WriteSegment.
-	atRelease   func()
+	// atFlush, if set, runs at the start of every Flush; beforeWrite at
+	// the start of every WriteSegment.
+	atFlush     func()
 	beforeWrite func()
 }
 
@@ -32,41 +29,27 @@ type keptSegment struct {
 	payload [][]byte
 }
 
-var _ ddp.Batcher = (*batchEnd)(nil)
-
-func (e *batchEnd) WriteSegment(hdr []byte, payload [][]byte) error {
+func (e *holdEnd) WriteSegment(hdr []byte, payload [][]byte) error {
 	if e.beforeWrite != nil {
 		e.beforeWrite()
 	}
 	e.mu.Lock()
-	if e.holding {
-		e.kept = append(e.kept, keptSegment{append([]byte(nil), hdr...), append([][]byte(nil), payload...)})
-		e.maxKept = max(e.maxKept, len(e.kept))
-		e.mu.Unlock()
-		return nil
-	}
-	e.mu.Unlock()
-	return e.End.WriteSegment(hdr, payload)
-}
-
-func (e *batchEnd) Hold() {
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.holding {
-		panic("Hold while holding")
-	}
-	e.holding = true
-	e.holds++
+	e.kept = append(e.kept, keptSegment{append([]byte(nil), hdr...), append([][]byte(nil), payload...)})
+	return nil
 }
 
-func (e *batchEnd) Release() error {
-	if e.atRelease != nil {
-		e.atRelease()
+func (e *holdEnd) Flush() error {
+	if e.atFlush != nil {
+		e.atFlush()
 	}
 	e.mu.Lock()
 	kept := e.kept
-	e.kept, e.holding = nil, false
+	e.kept = nil
 	fail := e.failWith
+	if len(kept) > 0 {
+		e.flushes = append(e.flushes, len(kept))
+	}
 	e.mu.Unlock()
 	if fail != nil {
 		return fail
@@ -79,11 +62,17 @@ func (e *batchEnd) Release() error {
 	return nil
 }
 
-// newBatchPair connects a, whose LLP holds batches, to b.
-func newBatchPair(t *testing.T, cfg QPConfig) (*side, *side, *batchEnd) {
+func (e *holdEnd) flushed() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]int(nil), e.flushes...)
+}
+
+// newHoldPair connects a, whose LLP holds segments until Flush, to b.
+func newHoldPair(t *testing.T, cfg QPConfig) (*side, *side, *holdEnd) {
 	t.Helper()
-	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 400}, cfg: cfg, batcher: true})
-	return a, b, a.qp.llp.(*batchEnd)
+	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 400}, cfg: cfg, hold: true})
+	return a, b, a.qp.llp.(*holdEnd)
 }
 
 func queued(cq *CompletionQueue) int {
@@ -92,11 +81,11 @@ func queued(cq *CompletionQueue) int {
 	return cq.n
 }
 
-// TestPostBatch: a batch's work requests go to the LLP between one Hold
-// and its Release, in order; Reads beyond the ORD wait for the send
-// goroutine; Sends and Writes complete only after the Release.
+// TestPostBatch: a batch's work requests reach the LLP together, in
+// order, and leave in one flush; Reads beyond the ORD wait for Read
+// Responses; Sends and Writes complete only after the flush.
 func TestPostBatch(t *testing.T) {
-	a, b, be := newBatchPair(t, QPConfig{ORD: 2, IRD: 2})
+	a, b, he := newHoldPair(t, QPConfig{ORD: 2, IRD: 2})
 	target := b.reg(t, 4096, RemoteWrite)
 	rbuf := b.reg(t, 64, LocalWrite)
 	for i := range 2 {
@@ -107,17 +96,13 @@ func TestPostBatch(t *testing.T) {
 	rsrc := b.reg(t, 3000, RemoteRead)
 	fill(rsrc.Bytes(), 5)
 	sink := a.reg(t, 3000, LocalWrite)
-	firstKept := -1
-	be.atRelease = func() {
-		be.mu.Lock()
-		defer be.mu.Unlock()
-		if firstKept >= 0 {
-			return // the send goroutine's hold of what was queued
-		}
-		firstKept = len(be.kept)
-		if n := queued(a.scq); n != 0 {
-			t.Errorf("%d completions before the LLP released the batch", n)
-		}
+	var once sync.Once
+	he.atFlush = func() {
+		once.Do(func() {
+			if n := queued(a.scq); n != 0 {
+				t.Errorf("%d completions before the LLP flushed the batch", n)
+			}
+		})
 	}
 	err := a.qp.PostBatch(func() error {
 		if err := a.qp.PostWrite(WriteWR{ID: 1, SGL: []SGE{{MR: src, Length: 2000}}, RemoteSTag: target.STag()}); err != nil {
@@ -131,7 +116,7 @@ func TestPostBatch(t *testing.T) {
 				return err
 			}
 		}
-		if queued(a.scq) != 0 || be.holds != 0 {
+		if queued(a.scq) != 0 || len(he.flushed()) != 0 {
 			t.Error("work requests started before the batch ended")
 		}
 		return a.qp.PostSend(SendWR{ID: 6, SGL: []SGE{{MR: src, Offset: 200, Length: 30}}})
@@ -146,10 +131,10 @@ func TestPostBatch(t *testing.T) {
 		}
 	}
 	// The Write (6 segments: 386 octets of payload fit in 400), the Send
-	// and two Read Requests (the ORD) were held together; the third Read
-	// and the Send after it were sent by the send goroutine.
-	if firstKept != 9 {
-		t.Errorf("the batch's hold kept %d segments, want 9", firstKept)
+	// and two Read Requests (the ORD) left in one flush; the third Read
+	// and the Send after it waited for a Read Response.
+	if f := he.flushed(); len(f) == 0 || f[0] != 9 {
+		t.Errorf("flushes of %v segments, want the first of 9", f)
 	}
 	for i := range 2 {
 		if c := wait(t, b.rcq); c.WRID != uint64(10+i) || c.Status != StatusSuccess {
@@ -166,7 +151,7 @@ func TestPostBatch(t *testing.T) {
 // PostBatch returns the error. Batches nest: only the outermost starts
 // the work requests.
 func TestPostBatchError(t *testing.T) {
-	a, b, be := newBatchPair(t, QPConfig{})
+	a, b, he := newHoldPair(t, QPConfig{})
 	rbuf := b.reg(t, 64, LocalWrite)
 	for i := range 3 {
 		b.qp.PostRecv(RecvWR{ID: uint64(i), SGL: []SGE{{MR: rbuf, Length: 64}}})
@@ -180,7 +165,7 @@ func TestPostBatchError(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		if be.holds != 0 {
+		if len(he.flushed()) != 0 {
 			t.Error("an inner batch started the work requests")
 		}
 		a.qp.PostSend(SendWR{ID: 3, SGL: []SGE{{MR: src, Length: 8}}})
@@ -197,26 +182,24 @@ func TestPostBatchError(t *testing.T) {
 			t.Fatalf("receive %+v", c)
 		}
 	}
-	if be.holds != 1 {
-		t.Errorf("%d holds, want 1", be.holds)
+	if f := he.flushed(); len(f) != 1 || f[0] != 3 {
+		t.Errorf("flushes of %v segments, want one of 3", f)
 	}
-	// A batch on a queue pair that is not running: post's error, nothing
-	// held.
+	// A batch on a queue pair that is not running: post's error.
 	idle := newSide(t, nil, QPConfig{})
 	if err := idle.qp.PostBatch(func() error { return idle.qp.PostSend(SendWR{ID: 1}) }); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("batch on an idle queue pair: %v", err)
 	}
 }
 
-// TestPostBatchReleaseFails: when the LLP cannot send what it held, the
-// stream stops and the held Sends complete with WR_FLUSH_ERR, never
-// SUCCESS.
-func TestPostBatchReleaseFails(t *testing.T) {
-	a, b, be := newBatchPair(t, QPConfig{})
+// TestFlushFails: when the LLP cannot send what it kept, the stream stops
+// and the Sends it kept complete with WR_FLUSH_ERR, never SUCCESS.
+func TestFlushFails(t *testing.T) {
+	a, b, he := newHoldPair(t, QPConfig{})
 	rbuf := b.reg(t, 64, LocalWrite)
 	b.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: rbuf, Length: 64}}})
 	src := a.reg(t, 64, 0)
-	be.failWith = errors.New("connection reset")
+	he.failWith = errors.New("connection reset")
 	a.qp.PostBatch(func() error {
 		for i := range 4 {
 			a.qp.PostSend(SendWR{ID: uint64(i + 1), SGL: []SGE{{MR: src, Length: 8}}})
@@ -231,12 +214,11 @@ func TestPostBatchReleaseFails(t *testing.T) {
 	waitState(t, a.qp, StateTerminating)
 }
 
-// TestSendGoroutineBatches: work requests posted while the send side is
-// busy queue for the send goroutine, which sends those that can start at
-// once in one hold of the LLP; one that must wait for Read Responses is
-// not held.
-func TestSendGoroutineBatches(t *testing.T) {
-	a, b, be := newBatchPair(t, QPConfig{})
+// TestSendGoroutineGathers: work requests posted while the send goroutine
+// is busy wait for it, and it hands them to the LLP together, in one
+// flush.
+func TestSendGoroutineGathers(t *testing.T) {
+	a, b, he := newHoldPair(t, QPConfig{})
 	rbuf := b.reg(t, 64*8, LocalWrite)
 	for i := range 8 {
 		b.qp.PostRecv(RecvWR{ID: uint64(i), SGL: []SGE{{MR: rbuf, Offset: uint64(64 * i), Length: 64}}})
@@ -244,36 +226,22 @@ func TestSendGoroutineBatches(t *testing.T) {
 	src := a.reg(t, 64, 0)
 	gate, entered := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	be.beforeWrite = func() {
+	he.beforeWrite = func() {
 		once.Do(func() {
 			close(entered)
 			<-gate
 		})
 	}
-	first := make(chan error, 1)
-	go func() { first <- a.qp.PostSend(SendWR{ID: 0, SGL: []SGE{{MR: src, Length: 8}}}) }()
-	<-entered // the first Send is being written: the send side is busy
+	if err := a.qp.PostSend(SendWR{ID: 0, SGL: []SGE{{MR: src, Length: 8}}}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the first Send is being written: the send goroutine is busy
 	for i := 1; i < 6; i++ {
 		if err := a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Length: 8}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kept := -1
-	released := make(chan struct{})
-	be.atRelease = func() {
-		be.mu.Lock()
-		kept = len(be.kept)
-		be.mu.Unlock()
-		if n := queued(a.scq); n != 1 {
-			t.Errorf("%d completions before the LLP released the queued Sends, want the first one's", n)
-		}
-		close(released)
-	}
 	close(gate)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	<-released
 	for i := range 6 {
 		if c := wait(t, a.scq); c.WRID != uint64(i) || c.Status != StatusSuccess {
 			t.Fatalf("completion %+v", c)
@@ -282,7 +250,7 @@ func TestSendGoroutineBatches(t *testing.T) {
 			t.Fatalf("receive %+v", c)
 		}
 	}
-	if be.holds != 1 || kept != 5 {
-		t.Errorf("%d holds keeping %d segments, want 1 keeping the 5 queued Sends", be.holds, kept)
+	if f := he.flushed(); len(f) != 2 || f[0] != 1 || f[1] != 5 {
+		t.Errorf("flushes of %v segments, want the first Send's and then the 5 queued behind it", f)
 	}
 }

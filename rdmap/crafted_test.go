@@ -32,7 +32,7 @@ func (p *rawPeer) Receive(seq uint32, seg []byte) error {
 	return nil
 }
 
-func (p *rawPeer) Fail(*term.Error) {}
+func (p *rawPeer) Close(error) {}
 
 func (p *rawPeer) send(t testing.TB, seg []byte) {
 	t.Helper()
@@ -92,7 +92,7 @@ func newCrafted(t *testing.T) *crafted {
 	s := newSide(t, eb, QPConfig{IRD: 2})
 	ea.Attach(peer)
 	eb.Attach(s.qp.Stream())
-	s.qp.Start(eb)
+	s.qp.Start(eb, ddp.RTRNone)
 	c := &crafted{side: s, peer: peer}
 	var err error
 	c.src, err = s.pd.RegisterMemory(fill(make([]byte, 4096), 5), 0x1000, RemoteRead|RemoteWrite)

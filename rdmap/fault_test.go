@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
 )
@@ -15,7 +16,7 @@ func TestInjectedFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fault llptest.Fault
-		want  *term.Error
+		want  error
 	}{
 		// Octet 5 is the last octet of the STag of the first segment: the
 		// Write now names an STag nobody registered.
@@ -24,7 +25,7 @@ func TestInjectedFaults(t *testing.T) {
 		// reads as untagged and its "QN" is garbage.
 		{"corrupted control byte", llptest.Fault{Corrupt: true, CorruptSegment: 0, CorruptOffset: 0}, term.DDPUntaggedInvalidVersion},
 		{"truncated header", llptest.Fault{Truncate: true, TruncateSegment: 0, TruncateTo: 9}, term.DDPLocalCatastrophic},
-		{"cut stream", llptest.Fault{CutAfter: 1}, term.MPAConnectionLost},
+		{"cut stream", llptest.Fault{CutAfter: 1}, ddp.ErrLLPLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 100, Fault: tc.fault}})

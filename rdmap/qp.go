@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 )
 
@@ -70,8 +69,14 @@ type QPConfig struct {
 // error detected here, or a Terminate from the peer, makes it TERMINATING:
 // placement stops at once, a Terminate goes to the peer (for an error
 // found here), outstanding work requests complete with WR_FLUSH_ERR and a
-// STREAM_ERROR event is raised. Close drains outstanding work and makes it
+// STREAM_ERROR event is raised. The end of the LLP stream does the same
+// without a Terminate; an orderly one (the peer disconnected) raises
+// DISCONNECTED instead. Close drains outstanding work and makes it
 // CLOSED.
+//
+// One goroutine sends for a queue pair (send.go): posts and the receive
+// side's Read Responses and Terminate queue work for it, and never wait
+// for the network.
 type QueuePair struct {
 	pd     *ProtectionDomain
 	cfg    QPConfig
@@ -81,39 +86,27 @@ type QueuePair struct {
 	// Owned by the send goroutine.
 	sender *ddp.Sender
 	llp    ddp.LLP
-	// Owned by whoever holds sendMu: while the LLP holds what it is given
-	// (ddp.Batcher), the Sends and Writes it took wait in deferred for
-	// their completions.
-	holding  bool
-	deferred []*sqEntry
+	sent   []*sqEntry // Sends and Writes given to the LLP, to complete after its Flush
 
 	mu         sync.Mutex // guards the fields below
 	state      State
 	sq         []*sqEntry // posted and not yet completed, in posting order
 	sqBase     []*sqEntry // sq's array, SendDepth long
+	started    int        // sq[:started] have been started; the rest wait for the send goroutine
+	responses  []response // Read Responses waiting for the send goroutine, in Request order
 	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
-	recvPosted int
-	termRR     []byte      // the Read Request Header a Terminate copies (R bit)
-	fault      *term.Error // what stopped the stream
+	batch      int        // PostBatch nesting: posts wait for the outermost to end
+	termRR     []byte     // the Read Request Header a Terminate copies (R bit)
+	fault      error      // what stopped the stream
+	terminate  []byte     // the Terminate for the send goroutine to send, then flush
+	faulted    bool       // the stream stopped: the send goroutine flushes
 	terminated chan struct{}
 	termOnce   sync.Once
 
-	// PostBatch: while batch > 0, posted work requests wait in held
-	// (guarded by mu) and start together when the outermost batch ends.
-	batch     int
-	held      []job
-	heldSpare []job // held's array between batches
-
-	jobs        chan job
-	pending     int           // jobs queued or running (guarded by mu)
-	sendMu      sync.Mutex    // held while a job runs: the Sender has one user at a time
-	urgent      chan []byte   // a Terminate to send before anything else
-	readChanged chan struct{} // a read completed, or the stream stopped
-	sqChanged   chan struct{} // a send work request completed
-	done        chan struct{}
-	wg          sync.WaitGroup
-
-	rrBufs [][]byte // QN 1 buffers, one per IRD
+	wake      chan struct{} // work for the send goroutine
+	sqChanged chan struct{} // a send work request completed
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 type sqKind uint8
@@ -145,9 +138,10 @@ type sqEntry struct {
 	err    error
 }
 
-type job struct {
-	e *sqEntry // a user work request, or
-	// a Read Response
+// response is an RDMA Read Response to send: the Data Source memory the
+// Read Request named, where it goes, and the Read Request buffer (one of
+// IRD) to post again.
+type response struct {
 	src      []byte
 	sinkSTag uint32
 	sinkTO   uint64
@@ -172,12 +166,10 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	def(&cfg.Window, 1)
 	qp := &QueuePair{
 		pd: pd, cfg: cfg, obs: cfg.Observer,
-		terminated:  make(chan struct{}),
-		jobs:        make(chan job, cfg.SendDepth+cfg.IRD+1),
-		urgent:      make(chan []byte, 1),
-		readChanged: make(chan struct{}, 1),
-		sqChanged:   make(chan struct{}, 1),
-		done:        make(chan struct{}),
+		terminated: make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		sqChanged:  make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}
 	depth := cfg.RecvDepth
 	if cfg.SRQ != nil {
@@ -193,25 +185,12 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	qp.stream = s
 	qp.sqBase = make([]*sqEntry, 0, cfg.SendDepth)
 	qp.sq = qp.sqBase
-	cfg.RecvCQ.attach(qp, true)
-	cfg.SendCQ.attach(qp, false)
 	pd.dev.mu.Lock()
 	pd.qps++
 	pd.dev.mu.Unlock()
 	if cfg.SRQ != nil {
 		s.SetSource(QNSend, cfg.SRQ)
 	}
-	// "The Data Source MUST ensure that a sufficient number of Untagged
-	// Buffers are available on the RDMA Read Request Queue ... to support
-	// the maximum number of RDMA Read Requests negotiated" (RFC 5040
-	// §5.2.2): one per IRD.
-	for i := 0; i < cfg.IRD; i++ {
-		b := make([]byte, ReadRequestLen)
-		qp.rrBufs = append(qp.rrBufs, b)
-		s.Post(QNReadReq, ddp.Buffer{SGL: [][]byte{b}, ID: uint64(i)})
-	}
-	// One buffer for the single Terminate the peer may send (§5.4).
-	s.Post(QNTerminate, ddp.Buffer{SGL: [][]byte{make([]byte, 4+2+ddp.MaxHeaderLen+ReadRequestLen)}})
 	return qp, nil
 }
 
@@ -243,8 +222,10 @@ func (qp *QueuePair) Terminated() <-chan struct{} { return qp.terminated }
 
 // Start connects the queue pair to the LLP that carries its segments and
 // makes it RUNNING. The transport calls it once the LLP stream is in RDMA
-// mode.
-func (qp *QueuePair) Start(llp ddp.LLP) error {
+// mode; with an RTR indication (RFC 6581 §9.2, ddp.RTRNone for none) the
+// queue pair sends that zero-length message before anything else, as an
+// unsignaled work request of its own.
+func (qp *QueuePair) Start(llp ddp.LLP, rtr ddp.RTR) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.state != StateIdle {
@@ -252,9 +233,39 @@ func (qp *QueuePair) Start(llp ddp.LLP) error {
 	}
 	qp.llp = llp
 	qp.sender = ddp.NewSender(llp, NumQueues, qp.cfg.StreamID, qp.obs)
+	// "The Data Source MUST ensure that a sufficient number of Untagged
+	// Buffers are available on the RDMA Read Request Queue ... to support
+	// the maximum number of RDMA Read Requests negotiated" (RFC 5040
+	// §5.2.2): one per IRD, and no more, so that a peer that exceeds the
+	// IRD finds no buffer.
+	for i := 0; i < qp.cfg.IRD; i++ {
+		qp.stream.Post(QNReadReq, ddp.Buffer{SGL: [][]byte{make([]byte, ReadRequestLen)}, ID: uint64(i)})
+	}
+	// One buffer for the single Terminate the peer may send (§5.4).
+	qp.stream.Post(QNTerminate, ddp.Buffer{SGL: [][]byte{make([]byte, 4+2+ddp.MaxHeaderLen+ReadRequestLen)}})
+	switch rtr {
+	case ddp.RTRNone:
+	case ddp.RTRWrite:
+		qp.sq = append(qp.sq, &sqEntry{kind: kindWrite, op: OpWrite})
+	case ddp.RTRSend:
+		qp.sq = append(qp.sq, &sqEntry{kind: kindSend, op: OpSend})
+	case ddp.RTRRead:
+		// A zero-length RDMA Read Request: "the Data Source RDMAP ...
+		// MUST NOT validate the Data Source STag and Data Source Tagged
+		// Offset ... and MUST respond with a zero-length RDMA Read
+		// Response Message" (RFC 5040 §4.4), which completes it.
+		e := &sqEntry{kind: kindRead, op: OpReadRequest}
+		(&ReadRequest{}).Append(e.rr[:0])
+		qp.sq = append(qp.sq, e)
+	default:
+		return fmt.Errorf("rdmap: Start with an unknown RTR indication %v", rtr)
+	}
 	qp.setState(StateRunning)
 	qp.wg.Add(1)
 	go qp.sendLoop()
+	if len(qp.sq) > 0 {
+		signal(qp.wake)
+	}
 	return nil
 }
 
@@ -349,303 +360,52 @@ func (qp *QueuePair) inline(e *sqEntry) error {
 
 func (qp *QueuePair) post(e *sqEntry) error {
 	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	if qp.state != StateRunning {
-		qp.mu.Unlock()
 		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
 	}
 	if len(qp.sq) >= qp.cfg.SendDepth {
-		qp.mu.Unlock()
 		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
 	}
 	qp.sq = append(qp.sq, e)
-	if qp.batch > 0 {
-		qp.held = append(qp.held, job{e: e})
-		qp.mu.Unlock()
-		return nil
+	if qp.batch == 0 {
+		signal(qp.wake)
 	}
-	// When nothing else is queued or running, the poster sends the request
-	// itself, as Linux siw does: two goroutine hand-offs fewer on the path
-	// of a lone request. It only does so when the request cannot wait for
-	// Reads (ORD, Fence), so a post never blocks for long.
-	reads := len(qp.reads)
-	if qp.idle() && qp.startsNow(e, &reads) && qp.sendMu.TryLock() {
-		qp.runHere(job{e: e}, nil)
-		return nil
-	}
-	qp.pending++
-	qp.jobs <- job{e: e} // never blocks: capacity covers SendDepth + IRD
-	qp.mu.Unlock()
 	return nil
-}
-
-// idle reports whether nothing is queued for the send side or running
-// there, and the LLP would take a segment now. The caller holds qp.mu.
-func (qp *QueuePair) idle() bool {
-	return qp.pending == 0 && len(qp.urgent) == 0 && qp.llpReady()
-}
-
-// startsNow reports whether e, posted after *reads RDMA Reads are
-// outstanding, can be sent without waiting for Read Responses (ORD,
-// Fence), and counts it in *reads if it is a Read. The caller holds
-// qp.mu.
-func (qp *QueuePair) startsNow(e *sqEntry, reads *int) bool {
-	if e.fence && *reads > 0 {
-		return false
-	}
-	if e.kind == kindRead {
-		if *reads >= qp.cfg.ORD {
-			return false
-		}
-		*reads++
-	}
-	return true
 }
 
 // PostBatch calls post, which posts work requests (PostSend, PostWrite,
 // PostRead, PostInvalidate), and starts them together when post returns,
 // as ibv_post_send does with a list of work requests: the send queue
-// takes them in order, and an LLP that can (ddp.Batcher: MPA) sends them
-// in as few writes as it can, a run of small RDMA Read Requests or Sends
-// in one gather write instead of one write (and one wake-up of the peer)
-// each. The Sends and Writes among them complete once the LLP has taken
-// them all. Work requests that other goroutines post meanwhile join the
-// batch. PostBatch returns post's error; what post posted before it still
+// takes them in order, and the send goroutine hands them to the LLP in
+// one go, which an LLP that gathers writes (MPA) sends in as few writes
+// as it can: a run of small RDMA Read Requests or Sends in one gather
+// write instead of one write (and one wake-up of the peer) each. Work
+// requests that other goroutines post meanwhile join the batch.
+// PostBatch returns post's error; what post posted before it still
 // starts. Batches nest: the outermost one starts them.
 func (qp *QueuePair) PostBatch(post func() error) error {
 	qp.mu.Lock()
 	qp.batch++
 	qp.mu.Unlock()
-	defer qp.endBatch()
+	defer func() {
+		qp.mu.Lock()
+		qp.batch--
+		if qp.batch == 0 {
+			signal(qp.wake)
+		}
+		qp.mu.Unlock()
+	}()
 	return post()
 }
 
-// endBatch ends a PostBatch: when it is the outermost, the held work
-// requests start. Those that can go without waiting for Read Responses
-// are sent on the calling goroutine, as a lone post is when the send side
-// is idle; the rest go to the send goroutine, in order after them.
-func (qp *QueuePair) endBatch() {
-	qp.mu.Lock()
-	qp.batch--
-	if qp.batch > 0 || len(qp.held) == 0 {
-		qp.mu.Unlock()
-		return
+// signal wakes the goroutine that waits on ch (of capacity 1), without
+// waiting: a signal already pending is enough.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
-	held := qp.held
-	qp.held, qp.heldSpare = qp.heldSpare, nil
-	if qp.state != StateRunning {
-		// The stream stopped: flushing reports them (they are on qp.sq).
-		qp.endHeld(held)
-		qp.mu.Unlock()
-		return
-	}
-	n := 0
-	if qp.idle() {
-		reads := len(qp.reads)
-		for n < len(held) && qp.startsNow(held[n].e, &reads) {
-			n++
-		}
-	}
-	if n > 0 && !qp.sendMu.TryLock() {
-		n = 0
-	}
-	// Queued while this goroutine holds sendMu, the rest run after the
-	// first n: the send goroutine waits for sendMu.
-	for _, j := range held[n:] {
-		qp.pending++
-		qp.jobs <- j // never blocks: capacity covers SendDepth + IRD
-	}
-	if n == 0 {
-		qp.endHeld(held)
-		qp.mu.Unlock()
-		return
-	}
-	qp.pending++
-	qp.mu.Unlock()
-	qp.runHeld(held[:n])
-	qp.mu.Lock()
-	qp.pending--
-	qp.endHeld(held)
-	qp.mu.Unlock()
-	qp.sendMu.Unlock()
-}
-
-// endHeld keeps the array of a batch's held jobs for the next batch, so
-// that batches do not allocate once it has grown. The caller holds qp.mu.
-func (qp *QueuePair) endHeld(held []job) {
-	if qp.heldSpare == nil {
-		clear(held)
-		qp.heldSpare = held[:0]
-	}
-}
-
-// runHeld sends js, on the goroutine that holds sendMu, with the LLP
-// holding them until the last has been given to it (ddp.Batcher).
-func (qp *QueuePair) runHeld(js []job) {
-	b, ok := qp.llp.(ddp.Batcher)
-	if !ok || len(js) == 1 {
-		for _, j := range js {
-			qp.run(j)
-		}
-		return
-	}
-	b.Hold()
-	qp.holding = true
-	for _, j := range js {
-		qp.run(j)
-	}
-	qp.release(b)
-}
-
-// release ends a hold of the LLP (ddp.Batcher): the LLP sends what it
-// held, and the Sends and Writes among it complete. The caller holds
-// sendMu.
-func (qp *QueuePair) release(b ddp.Batcher) {
-	qp.holding = false
-	err := b.Release()
-	done := qp.deferred
-	qp.deferred = qp.deferred[:0]
-	if err != nil {
-		// The stream stops; flushing completes what the LLP held.
-		qp.llpError(err)
-	} else {
-		for _, e := range done {
-			qp.complete(e, StatusSuccess, nil)
-		}
-	}
-	clear(done)
-}
-
-// maxSendBatch bounds the jobs the send goroutine sends in one hold.
-const maxSendBatch = 64
-
-// runQueued runs j, on the send goroutine with sendMu held, and with it
-// the jobs queued behind it that can start without waiting for Read
-// Responses, in one hold of an LLP that can (ddp.Batcher), so that they
-// leave together: work requests posted while the send side was busy, and
-// Read Responses the receive goroutine could not send itself. It never
-// holds the LLP across a wait. It returns how many jobs it ran.
-func (qp *QueuePair) runQueued(j job) int {
-	b, ok := qp.llp.(ddp.Batcher)
-	if !ok || len(qp.jobs) == 0 || !qp.jobStartsNow(j) {
-		qp.run(j)
-		return 1
-	}
-	b.Hold()
-	qp.holding = true
-	n := 0
-	var next job
-	waits := false
-	for {
-		qp.run(j)
-		n++
-		if n == maxSendBatch || len(qp.urgent) > 0 {
-			break
-		}
-		more := false
-		select {
-		case next, more = <-qp.jobs:
-		default:
-		}
-		if !more {
-			break
-		}
-		if !qp.jobStartsNow(next) {
-			waits = true
-			break
-		}
-		j = next
-	}
-	qp.release(b)
-	if waits {
-		qp.run(next)
-		n++
-	}
-	return n
-}
-
-// jobStartsNow reports whether j can be sent without waiting for Read
-// Responses: a Read Response always can.
-func (qp *QueuePair) jobStartsNow(j job) bool {
-	if j.e == nil {
-		return true
-	}
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	reads := len(qp.reads)
-	return qp.startsNow(j.e, &reads)
-}
-
-// runHere sends j on the calling goroutine, which holds qp.mu and
-// sendMu and found the send side idle; it releases both. With nw, the
-// LLP's BeginNoWait has returned true, and runHere ends it.
-func (qp *QueuePair) runHere(j job, nw ddp.NoWaiter) {
-	qp.pending++
-	qp.mu.Unlock()
-	qp.run(j)
-	if nw != nil {
-		if err := nw.EndNoWait(); err != nil {
-			qp.llpError(err)
-		}
-	}
-	qp.mu.Lock()
-	qp.pending--
-	qp.mu.Unlock()
-	qp.sendMu.Unlock()
-}
-
-// poller returns the LLP as a ddp.Poller, if it is one and the stream is
-// running.
-func (qp *QueuePair) poller() ddp.Poller {
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	if qp.state != StateRunning {
-		return nil
-	}
-	p, _ := qp.llp.(ddp.Poller)
-	return p
-}
-
-// llpReady reports whether the LLP would take a segment now.
-func (qp *QueuePair) llpReady() bool {
-	h, ok := qp.llp.(ddp.Holder)
-	return !ok || h.Ready()
-}
-
-// maxNoWaitResponse is the largest Read Response the receive goroutine
-// sends itself (respond). What the socket does not take at once is
-// copied aside, so the copy stays small.
-const maxNoWaitResponse = 256 << 10
-
-// respond sends a Read Response from the receive goroutine when the send
-// side is idle and the LLP can take the message without waiting
-// (ddp.NoWaiter), as Linux siw sends from its receive path: one goroutine
-// hand-off fewer per RDMA Read. Otherwise the send goroutine sends it.
-// The receive goroutine never waits here: it only tries the locks, and
-// the LLP does not wait for the network.
-func (qp *QueuePair) respond(j job) {
-	if nw, ok := qp.llp.(ddp.NoWaiter); ok && len(j.src) <= maxNoWaitResponse {
-		qp.mu.Lock()
-		// Only when nothing is queued or running: Read Responses leave in
-		// the order of their Requests (RFC 5040 §5.2.2), and after
-		// whatever the send queue has under way.
-		if qp.pending == 0 && len(qp.urgent) == 0 && qp.sendMu.TryLock() {
-			if nw.BeginNoWait() {
-				qp.runHere(j, nw)
-				return
-			}
-			qp.sendMu.Unlock()
-		}
-		qp.mu.Unlock()
-	}
-	qp.enqueue(j)
-}
-
-// enqueue queues a Read Response for the send side.
-func (qp *QueuePair) enqueue(j job) {
-	qp.mu.Lock()
-	qp.pending++
-	qp.mu.Unlock()
-	qp.jobs <- j // never blocks: IRD bounds the Read Responses queued
 }
 
 // PostRecv posts a receive buffer for one incoming Send. Buffers are
@@ -688,6 +448,7 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 		qp.report(qp.sq[0])
 		qp.sq[0] = nil
 		qp.sq = qp.sq[1:]
+		qp.started--
 	}
 	if len(qp.sq) == 0 {
 		// Start again at the front of the array, so that the next post
@@ -695,10 +456,7 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 		qp.sq = qp.sqBase[:0]
 	}
 	qp.mu.Unlock()
-	select {
-	case qp.sqChanged <- struct{}{}:
-	default:
-	}
+	signal(qp.sqChanged)
 }
 
 func (qp *QueuePair) report(e *sqEntry) {
@@ -726,155 +484,6 @@ func (qp *QueuePair) traceCompletion(c Completion) {
 	}
 }
 
-// sendLoop is the send side of the stream: it executes work requests and
-// Read Responses in order, one at a time, and sends the Terminate first
-// when there is one.
-func (qp *QueuePair) sendLoop() {
-	defer qp.wg.Done()
-	for {
-		select {
-		case t := <-qp.urgent:
-			qp.sendTerminate(t)
-			continue
-		default:
-		}
-		select {
-		case t := <-qp.urgent:
-			qp.sendTerminate(t)
-		case j := <-qp.jobs:
-			qp.sendMu.Lock()
-			n := qp.runQueued(j)
-			qp.sendMu.Unlock()
-			qp.mu.Lock()
-			qp.pending -= n
-			qp.mu.Unlock()
-		case <-qp.done:
-			return
-		}
-	}
-}
-
-func (qp *QueuePair) running() bool {
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	return qp.state == StateRunning
-}
-
-func (qp *QueuePair) run(j job) {
-	if !qp.running() {
-		return // flushed already
-	}
-	if j.e == nil {
-		qp.sendReadResponse(j)
-		return
-	}
-	e := j.e
-	if e.fence && !qp.waitReads(1) {
-		return
-	}
-	var err error
-	switch e.kind {
-	case kindSend:
-		var rsvd [5]byte
-		rsvd[0] = byte(MakeControl(e.op))
-		if e.op.Invalidates() {
-			rsvd[1], rsvd[2], rsvd[3], rsvd[4] = byte(e.invSTag>>24), byte(e.invSTag>>16), byte(e.invSTag>>8), byte(e.invSTag)
-		}
-		_, err = qp.sender.SendUntagged(rsvd, QNSend, e.sgl)
-	case kindWrite:
-		err = qp.sender.SendTagged(byte(MakeControl(OpWrite)), e.stag, e.to, e.sgl)
-	case kindRead:
-		if !qp.waitReads(qp.cfg.ORD) {
-			return
-		}
-		qp.mu.Lock()
-		qp.reads = append(qp.reads, e)
-		qp.mu.Unlock()
-		_, err = qp.sender.SendUntagged([5]byte{byte(MakeControl(OpReadRequest))}, QNReadReq, [][]byte{e.rr[:]})
-		if err == nil {
-			return // completes when the Read Response is delivered
-		}
-	case kindInvalidate:
-		if ierr := qp.pd.Invalidate(e.stag); ierr != nil {
-			qp.complete(e, StatusInvSTagErr, ierr)
-			return
-		}
-	}
-	if err != nil {
-		qp.llpError(err)
-		return
-	}
-	// "A Send or RDMA Write Message MUST NOT be considered Complete at
-	// the Local Peer (Data Source) until it has been successfully
-	// completed at the DDP layer." (RFC 5040 §5.5 rule 14) An LLP that
-	// holds messages (runHeld) has taken them only when it releases them.
-	if qp.holding && e.kind != kindInvalidate {
-		qp.deferred = append(qp.deferred, e)
-		return
-	}
-	qp.complete(e, StatusSuccess, nil)
-}
-
-// waitReads waits until fewer than limit RDMA Reads are outstanding. It
-// returns false if the stream stopped meanwhile.
-func (qp *QueuePair) waitReads(limit int) bool {
-	for {
-		qp.mu.Lock()
-		n, st := len(qp.reads), qp.state
-		qp.mu.Unlock()
-		if st != StateRunning {
-			return false
-		}
-		if n < limit {
-			return true
-		}
-		select {
-		case <-qp.readChanged:
-		case <-qp.done:
-			return false
-		}
-	}
-}
-
-func (qp *QueuePair) signalReads() {
-	select {
-	case qp.readChanged <- struct{}{}:
-	default:
-	}
-}
-
-func (qp *QueuePair) sendReadResponse(j job) {
-	// "The Data Source RDMAP layer MUST pass RDMA Read Response Messages
-	// to the DDP layer, in the order that the RDMA Read Request Messages
-	// were received" (RFC 5040 §5.2.2): jobs run in order.
-	//
-	// The Read stops being outstanding here as its Response's last segment
-	// leaves: from then on the peer may send its next Read Request, so the
-	// Read Request buffer (one of IRD) is posted again just before.
-	qp.sender.BeforeLast(func() { qp.stream.Post(QNReadReq, j.buf) })
-	if err := qp.sender.SendTagged(byte(MakeControl(OpReadResponse)), j.sinkSTag, j.sinkTO, [][]byte{j.src}); err != nil {
-		qp.llpError(err)
-	}
-}
-
-// llpError stops the stream for an error the LLP reported on sending.
-func (qp *QueuePair) llpError(err error) {
-	var te *term.Error
-	if !errors.As(err, &te) {
-		te = term.MPAConnectionLost.With("%v", err)
-	}
-	qp.stream.Fail(te)
-}
-
-func (qp *QueuePair) sendTerminate(t []byte) {
-	qp.sendMu.Lock()
-	defer qp.sendMu.Unlock()
-	qp.sender.SendUntagged([5]byte{byte(MakeControl(OpTerminate))}, QNTerminate, [][]byte{t})
-	qp.closeTerminated()
-}
-
-func (qp *QueuePair) closeTerminated() { qp.termOnce.Do(func() { close(qp.terminated) }) }
-
 // Close ends the stream. It first waits, until ctx is done, for
 // outstanding send work requests to complete (a graceful close drains);
 // what is still outstanding then, and every posted receive, completes
@@ -900,32 +509,31 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 		qp.mu.Unlock()
 		return nil
 	}
-	wasRunning := qp.state == StateRunning
 	started := qp.llp != nil
 	qp.setState(StateClosed)
+	qp.fault = errClosed
 	qp.mu.Unlock()
 	qp.pd.dev.mu.Lock()
 	qp.pd.qps--
 	qp.pd.dev.mu.Unlock()
-	qp.cfg.RecvCQ.detach(qp, true)
-	qp.cfg.SendCQ.detach(qp, false)
-	qp.stream.Fail(errClosed)
-	if wasRunning {
-		qp.flush()
-	}
+	// Placement stops; the state is CLOSED already, so this raises no
+	// event and sends no Terminate.
+	qp.stream.Close(ddp.ErrDisconnected)
+	qp.flush()
 	close(qp.done)
-	qp.wg.Wait()
-	// A poster may be sending inline: wait for it.
-	qp.sendMu.Lock()
-	qp.sendMu.Unlock()
+	var err error
 	if c, ok := qp.llp.(io.Closer); ok && started {
-		return c.Close()
+		// Closing the LLP also ends a write the send goroutine may be
+		// waiting in.
+		err = c.Close()
 	}
-	return nil
+	qp.wg.Wait()
+	qp.closeTerminated()
+	return err
 }
 
-// errClosed stops the stream's placement on Close; it is not reported.
-var errClosed = &term.Error{Layer: term.LayerRDMAP, EType: term.ETypeLocalCatastrophic, Detail: "queue pair closed"}
+// errClosed is what work flushed by Close reports.
+var errClosed = errors.New("rdmap: the queue pair was closed")
 
 // ReadLimits returns the queue pair's IRD and ORD (ddp.Endpoint).
 func (qp *QueuePair) ReadLimits() (ird, ord int) {
@@ -948,5 +556,25 @@ func (qp *QueuePair) SetORD(ord int) error {
 		return fmt.Errorf("rdmap: SetORD(%d): the ORD can only be lowered from %d", ord, qp.cfg.ORD)
 	}
 	qp.cfg.ORD = ord
+	return nil
+}
+
+// SetReadLimits sets the IRD and ORD the queue pair offers before it
+// connects, as rdma_cm's rdma_conn_param does per connection
+// (responder_resources and initiator_depth): zero included, for a
+// connection that uses no RDMA Reads in that direction. They can only be
+// lowered from the queue pair's configuration, which sized its
+// resources. The transport then negotiates them with the peer's (RFC
+// 6581 §9.1); ReadLimits returns the result once connected.
+func (qp *QueuePair) SetReadLimits(ird, ord int) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateIdle {
+		return fmt.Errorf("rdmap: SetReadLimits on a queue pair in state %v", qp.state)
+	}
+	if ird < 0 || ird > qp.cfg.IRD || ord < 0 || ord > qp.cfg.ORD {
+		return fmt.Errorf("rdmap: SetReadLimits(%d, %d): IRD and ORD can only be lowered from %d and %d", ird, ord, qp.cfg.IRD, qp.cfg.ORD)
+	}
+	qp.cfg.IRD, qp.cfg.ORD = ird, ord
 	return nil
 }

@@ -35,8 +35,8 @@ func (s *side) Events() []AsyncEvent {
 type pairOpts struct {
 	pipe llptest.Options
 	cfg  QPConfig
-	// batcher: the first side's LLP holds batches (ddp.Batcher).
-	batcher bool
+	// hold: the first side's LLP keeps segments until Flush (holdEnd).
+	hold bool
 }
 
 func newSide(t testing.TB, end *llptest.End, cfg QPConfig) *side {
@@ -66,13 +66,13 @@ func newPair(t testing.TB, o pairOpts) (*side, *side) {
 	ea.Attach(a.qp.Stream())
 	eb.Attach(b.qp.Stream())
 	var llp ddp.LLP = ea
-	if o.batcher {
-		llp = &batchEnd{End: ea}
+	if o.hold {
+		llp = &holdEnd{End: ea}
 	}
-	if err := a.qp.Start(llp); err != nil {
+	if err := a.qp.Start(llp, ddp.RTRNone); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Start(eb); err != nil {
+	if err := b.qp.Start(eb, ddp.RTRNone); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -253,8 +253,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
 		ea.Attach(a.qp.Stream())
 		eb.Attach(b.qp.Stream())
-		a.qp.Start(ea)
-		b.qp.Start(eb)
+		a.qp.Start(ea, ddp.RTRNone)
+		b.qp.Start(eb, ddp.RTRNone)
 		rb := b.reg(t, 8, LocalWrite)
 		b.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: rb, Length: 8}}})
 		b.qp.PostRecv(RecvWR{ID: 2, SGL: []SGE{{MR: rb, Length: 8}}})

@@ -94,7 +94,8 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 		qp.reads[0] = nil
 		qp.reads = qp.reads[1:]
 		qp.mu.Unlock()
-		qp.signalReads()
+		// A work request may be waiting for this Read (the ORD, a Fence).
+		signal(qp.wake)
 		// "An RDMA Read operation MUST NOT be Completed at the Local Peer
 		// until the DDP layer Delivers the associated incoming RDMA Read
 		// Response Message." (§5.5 rule 19)
@@ -188,10 +189,12 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	}
 	// "RDMA Read Response Message processing at the Remote Peer ... MUST
 	// be started only after the RDMA Read Request Message has been
-	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. Neither
-	// sending it from here nor queueing it blocks: the job queue has room
-	// for IRD responses.
-	qp.respond(job{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
+	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The send
+	// goroutine sends it; the IRD bounds the Responses queued.
+	qp.mu.Lock()
+	qp.responses = append(qp.responses, response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
+	qp.mu.Unlock()
+	signal(qp.wake)
 }
 
 func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {
@@ -217,7 +220,9 @@ func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {
 	qp.stream.Fail(e)
 }
 
-// Fault is the stream's first error: stop, tell the peer, flush.
+// Fault is the stream's first error, or the end of its LLP stream: stop
+// placing at once, and have the send goroutine send the Terminate (for
+// an error found here) and then flush the outstanding work.
 func (r *receiver) Fault(f *ddp.Fault) {
 	qp := (*QueuePair)(r)
 	qp.mu.Lock()
@@ -227,24 +232,28 @@ func (r *receiver) Fault(f *ddp.Fault) {
 	}
 	qp.fault = f.Err
 	qp.setState(StateTerminating)
-	rr := qp.termRR
-	qp.mu.Unlock()
-
-	// No Terminate answers the peer's Terminate, nor the loss of the LLP
+	// No Terminate answers the peer's Terminate, nor the end of the LLP
 	// stream (there is nothing left to carry it).
-	if f.Err.Remote || f.Err.Is(term.MPAConnectionLost) {
-		qp.closeTerminated()
-	} else {
+	if te := f.Term(); te != nil && !te.Remote {
 		// "The Local Peer MUST send a Terminate Message" (§7.1), and only
 		// one: this runs once per stream.
-		t := terminateFor(f, rr)
-		qp.urgent <- t.Append(nil)
+		t := terminateFor(f, te, qp.termRR)
+		qp.terminate = t.Append(nil)
 		if qp.obs != nil {
-			qp.obs.Observe(trace.Event{Kind: trace.Terminate, Stream: qp.cfg.StreamID, Err: f.Err})
+			qp.obs.Observe(trace.Event{Kind: trace.Terminate, Stream: qp.cfg.StreamID, Err: te})
 		}
 	}
-	qp.flush()
-	qp.pd.dev.event(AsyncEvent{Type: EventStreamError, QP: qp, Err: f.Err})
+	qp.faulted = true
+	started := qp.llp != nil
+	qp.mu.Unlock()
+	if started {
+		signal(qp.wake)
+		return
+	}
+	qp.mu.Lock()
+	qp.faulted = false
+	qp.mu.Unlock()
+	qp.stopped(nil)
 }
 
 // terminateFor builds the Terminate Header for a fault, following RFC
@@ -252,8 +261,7 @@ func (r *receiver) Fault(f *ddp.Fault) {
 // error; the DDP Segment Length and DDP header for DDP errors and RDMAP
 // remote errors; and the RDMA Read Request Header too for a Remote
 // Protection Error on an RDMA Read Request.
-func terminateFor(f *ddp.Fault, rr []byte) TerminateHeader {
-	e := f.Err
+func terminateFor(f *ddp.Fault, e *term.Error, rr []byte) TerminateHeader {
 	t := TerminateHeader{Layer: e.Layer, EType: e.EType, Code: e.Code}
 	if e.Layer == term.LayerLLP || e.EType == 0 || f.HeaderLen == 0 {
 		return t
@@ -284,11 +292,13 @@ func (qp *QueuePair) flush() {
 		}
 		qp.report(e)
 	}
-	qp.sq = nil
+	clear(qp.sq)
+	qp.sq = qp.sqBase[:0]
+	qp.started = 0
 	qp.reads = nil
+	qp.responses = nil
 	fault := qp.fault
 	qp.mu.Unlock()
-	qp.signalReads()
 	bufs := qp.stream.Drain(QNSend)
 	if qp.cfg.SRQ != nil {
 		// Buffers this stream took from the shared queue but did not use
@@ -299,10 +309,7 @@ func (qp *QueuePair) flush() {
 	for _, b := range bufs {
 		qp.pushRecv(Completion{WRID: b.ID, Status: StatusWRFlushErr, Op: WorkRecv, QP: qp, Err: fault}, false)
 	}
-	select {
-	case qp.sqChanged <- struct{}{}:
-	default:
-	}
+	signal(qp.sqChanged)
 }
 
 // remoteStatus maps a Terminate the peer sent about a Read to a status.

@@ -27,6 +27,8 @@ const (
 	Terminate                        // a Terminate was sent or received (Err says which triple)
 	StateChange                      // a stream changed state (State)
 	Error                            // an error was detected (Err)
+	Disconnected                     // the LLP stream ended in order: the peer (or this end) closed it
+	LLPLost                          // the LLP stream failed: reset, timeout, dead peer
 )
 
 func (k Kind) String() string {
@@ -45,6 +47,10 @@ func (k Kind) String() string {
 		return "state"
 	case Error:
 		return "error"
+	case Disconnected:
+		return "disconnected"
+	case LLPLost:
+		return "llp-lost"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

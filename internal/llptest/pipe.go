@@ -12,15 +12,14 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
-
-	"github.com/iwarpgo/iwarp/term"
 )
 
 // Receiver is the receive side a pipe end delivers to. *ddp.Stream
 // implements it.
 type Receiver interface {
 	Receive(seq uint32, seg []byte) error
-	Fail(e *term.Error)
+	// Close tells the receiver its LLP stream ended (the pipe was cut).
+	Close(err error)
 }
 
 // Options configures a pipe; the zero value is an ordered pipe with a
@@ -55,9 +54,9 @@ type Fault struct {
 // ErrClosed is returned by writes on a closed or cut pipe.
 var ErrClosed = errors.New("llptest: pipe closed")
 
-// ErrLost is the LLP error receivers get when a pipe is cut: the LLP
-// Stream is lost (RFC 5044 §8 code 1, the closest LLP triple).
-var ErrLost = term.MPAConnectionLost
+// ErrLost is what receivers are told when a pipe is cut: the LLP stream
+// is lost (ddp.Stream.Close wraps it in ddp.ErrLLPLost).
+var ErrLost = errors.New("llptest: test pipe cut")
 
 type packet struct {
 	seq uint32
@@ -120,6 +119,10 @@ func New(opt Options) (*End, *End) {
 
 // MULPDU implements ddp.LLP.
 func (e *End) MULPDU() int { return e.mulpdu }
+
+// Flush implements ddp.LLP: WriteSegment has already copied and queued
+// every segment.
+func (e *End) Flush() error { return nil }
 
 // WriteSegment implements ddp.LLP: it copies the segment into a pooled
 // packet buffer and queues it for the other end.
@@ -240,7 +243,7 @@ func (p *pipe) cut() {
 	p.mu.Unlock()
 	for _, r := range recv {
 		if r != nil {
-			r.Fail(ErrLost.With("test pipe cut"))
+			r.Close(ErrLost)
 		}
 	}
 }

@@ -22,13 +22,22 @@ type Peer struct {
 	PD       *rdmap.ProtectionDomain
 	SCQ, RCQ *rdmap.CompletionQueue
 	QP       *rdmap.QueuePair
+	// Events receives the device's asynchronous events (the oldest 64
+	// that nobody took).
+	Events chan rdmap.AsyncEvent
 }
 
 // NewPeer makes a Peer whose queue pair has cfg (its completion queues
 // are filled in); the queue pair is closed when the test ends.
 func NewPeer(t testing.TB, cfg rdmap.QPConfig) *Peer {
 	t.Helper()
-	p := &Peer{Dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
+	p := &Peer{Events: make(chan rdmap.AsyncEvent, 64)}
+	p.Dev = rdmap.NewDevice(rdmap.DeviceConfig{OnEvent: func(e rdmap.AsyncEvent) {
+		select {
+		case p.Events <- e:
+		default:
+		}
+	}})
 	p.PD = p.Dev.NewProtectionDomain()
 	p.SCQ, p.RCQ = p.Dev.NewCompletionQueue(1024), p.Dev.NewCompletionQueue(1024)
 	cfg.SendCQ, cfg.RecvCQ = p.SCQ, p.RCQ
