@@ -16,6 +16,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 if ((${#need[@]})); then
 	if command -v apt-get >/dev/null 2>&1; then
 		sudo=""
@@ -48,6 +49,10 @@ GOOS=js GOARCH=wasm go vet ./ddp/... ./rdmap/... ./term/... ./trace/... ./wasm/.
 echo "== js/wasm builds: the core, and the browser peer (go generate ./web)"
 GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./term/... ./trace/...
 go generate ./web
+
+echo "== the Linux guest of the interop tests (scripts/linux-guest; cached, minutes when not)"
+# It installs what its build needs (the kernel headers of the guest's ABI).
+bash scripts/linux-guest/build.sh >/dev/null
 
 echo "== go test -race"
 # The browser demo test measures placements a second between Chromium and
