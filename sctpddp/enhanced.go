@@ -16,12 +16,6 @@ type EnhancedData = ddp.EnhancedData
 // EnhancedDataLen is the length of the enhanced data of RFC 6581 §9.
 const EnhancedDataLen = ddp.EnhancedDataLen
 
-// IRDORDNoNegotiation is the all-ones IRD or ORD of RFC 6581 §9.1: "An all
-// ones value (0x3FFF) indicates that automatic negotiation of the IRD or
-// ORD is not desired, and that the ULP will be responsible for it." It is
-// also the largest value the 14-bit fields hold.
-const IRDORDNoNegotiation = ddp.IRDORDNoNegotiation
-
 // ParseEnhancedData decodes the first 4 bytes of b. Per RFC 6581 §9.2, "On
 // reception, if Control Flag A is set to 0, then Control Flags B, C, and D
 // MUST be ignored": they are cleared in the result.

@@ -46,23 +46,15 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 	s.PeerPrivateData, s.PeerEnhanced = r.PrivateData, r.Enhanced
 	reply := SessionControl{Function: FunctionAccept, PrivateData: cfg.PrivateData}
 	if e := r.Enhanced; e != nil {
+		// RFC 6581 §9.1's negotiation, as MPA does it; a DDP Stream
+		// Session has no RTR indication (its passive side may send once
+		// it has accepted).
 		ird, ord := ep.ReadLimits()
-		out := EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}
-		// "The responder MUST respond to an initiator ORD value of 0x3FFF
-		// by leaving its local endpoint IRD value unchanged and setting the
-		// IRD to 0x3FFF in its reply message." Likewise for the IRD.
-		if e.ORD == IRDORDNoNegotiation {
-			out.IRD = IRDORDNoNegotiation
-		}
-		if e.IRD == IRDORDNoNegotiation {
-			out.ORD = IRDORDNoNegotiation
-		} else if int(e.IRD) < ord {
-			// "The responder MUST set its ORD at most to the initiator
-			// IRD."
-			if err := ep.SetORD(int(e.IRD)); err != nil {
+		out, newORD := ddp.Answer(*e, ird, ord, nil)
+		if newORD != ord {
+			if err := ep.SetORD(newORD); err != nil {
 				return nil, err
 			}
-			out.ORD = e.IRD
 		}
 		reply = SessionControl{Function: FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
 	}
@@ -85,8 +77,8 @@ func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
 	r.once.Do(func() {
 		m := SessionControl{Function: FunctionReject, PrivateData: privateData}
 		if r.Enhanced != nil {
-			m = SessionControl{Function: FunctionEnhancedReject, PrivateData: privateData,
-				Enhanced: EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}}
+			e, _ := ddp.Answer(*r.Enhanced, ird, ord, nil)
+			m = SessionControl{Function: FunctionEnhancedReject, PrivateData: privateData, Enhanced: e}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 		defer cancel()

@@ -56,17 +56,6 @@ type MessageStream interface {
 	InterruptRead()
 }
 
-// RejectedError is returned by Connect when the peer's ULP rejected the
-// session; it carries the peer's Private Data (and IRD/ORD if enhanced).
-type RejectedError struct {
-	PrivateData []byte
-	Enhanced    *EnhancedData
-}
-
-func (e *RejectedError) Error() string {
-	return fmt.Sprintf("sctpddp: the peer rejected the DDP stream session (%d octets of private data)", len(e.PrivateData))
-}
-
 // maxEarlySegments bounds the DDP Segments kept that arrive before the
 // Accept they follow.
 const maxEarlySegments = 64
@@ -98,6 +87,8 @@ type Session struct {
 	err       error
 	closeOnce sync.Once
 	done      chan struct{}
+	ctx       context.Context // ends when the session closes: its writes stop waiting
+	cancel    context.CancelFunc
 	early     [][]byte // DDP Segment Chunks that overtook the Accept
 	wg        sync.WaitGroup
 }
@@ -109,11 +100,16 @@ func (s *Session) ID() uint16 { return s.st.ID() }
 func (s *Session) MULPDU() int { return s.mulpdu }
 
 // WriteSegment implements ddp.LLP: one DDP Segment Chunk with the next
-// DDP-SSN.
+// DDP-SSN, copied into the association's send queue.
 func (s *Session) WriteSegment(hdr []byte, payload [][]byte) error {
-	_, err := s.st.WriteSegmentv(context.Background(), hdr, payload)
+	_, err := s.st.WriteSegmentv(s.ctx, hdr, payload)
 	return err
 }
+
+// Flush implements ddp.LLP: WriteSegment has queued each chunk already
+// (SCTP carries each segment as its own message, and SCTP's send queue
+// holds copies).
+func (s *Session) Flush() error { return nil }
 
 // Close ends the session: it sends the DDP Stream Session Terminate
 // ("At least one side MUST send a DDP Stream Terminate", RFC 5043 §6.2),
@@ -127,6 +123,7 @@ func (s *Session) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
 		cancel()
+		s.cancel()
 		close(s.done)
 		s.st.InterruptRead()
 	})
@@ -145,7 +142,8 @@ func newSession(st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session,
 	if err := ep.Stream().SetWindow(cfg.window()); err != nil {
 		return nil, err
 	}
-	return &Session{st: st, mulpdu: st.MULPDU(), ep: ep, cfg: cfg, done: make(chan struct{})}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{st: st, mulpdu: st.MULPDU(), ep: ep, cfg: cfg, done: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
 }
 
 // start makes the endpoint send over the session and starts reading.
@@ -154,7 +152,7 @@ func (s *Session) start() error {
 	// close the session, whose Close waits for these goroutines (which
 	// then return at once).
 	s.wg.Add(2)
-	if err := s.ep.Start(s); err != nil {
+	if err := s.ep.Start(s, ddp.RTRNone); err != nil {
 		s.wg.Add(-2)
 		return err
 	}
@@ -200,7 +198,7 @@ func (s *Session) readLoop() {
 				s.illegal(ds, err)
 				return
 			}
-			s.end(ds, fmt.Errorf("sctpddp: stream %d lost: %w", s.ID(), err))
+			s.end(ds, ddp.Lost(fmt.Errorf("sctpddp: stream %d: %w", s.ID(), err)))
 			return
 		}
 		switch ppid {
@@ -236,7 +234,7 @@ func (s *Session) readLoop() {
 		// The peer's Terminate ends the session once every Data Chunk
 		// before it has been placed and delivered: it may overtake them.
 		if ending && (ds.Next() == endSeq || ds.Stopped()) {
-			s.end(ds, ErrSessionTerminated)
+			s.end(ds, fmt.Errorf("%w: %w", ddp.ErrDisconnected, ErrSessionTerminated))
 			return
 		}
 	}
@@ -267,19 +265,20 @@ func (s *Session) isClosing() bool {
 // conforms to none of the enumerated legal patterns, the DDP Stream
 // Session MUST be terminated." (§6.1) Nothing more is placed.
 func (s *Session) illegal(ds *ddp.Stream, why error) {
-	s.end(ds, fmt.Errorf("%w: %v", ErrIllegalSequence, why))
+	s.end(ds, ddp.Lost(fmt.Errorf("%w: %v", ErrIllegalSequence, why)))
 	go s.Close()
 }
 
-// end stops the endpoint's stream: the LLP stream is gone for it, so it
-// flushes its work and sends no RDMAP Terminate.
+// end stops the endpoint's stream: the LLP stream is gone for it (err
+// wraps ddp.ErrDisconnected or ddp.ErrLLPLost), so it flushes its work
+// and sends no RDMAP Terminate.
 func (s *Session) end(ds *ddp.Stream, err error) {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = err
 	}
 	s.mu.Unlock()
-	ds.Fail(term.MPAConnectionLost.With("SCTP DDP stream %d: %v", s.ID(), err))
+	ds.Close(err)
 }
 
 // ConnectStream starts a DDP Stream Session as the active side on st
@@ -294,8 +293,8 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		return nil, err
 	}
 	ird, ord := ep.ReadLimits()
-	init := SessionControl{Function: FunctionEnhancedInitiate, PrivateData: cfg.PrivateData,
-		Enhanced: EnhancedData{IRD: clamp14(ird), ORD: clamp14(ord)}}
+	offer := ddp.Offer(ird, ord, nil)
+	init := SessionControl{Function: FunctionEnhancedInitiate, PrivateData: cfg.PrivateData, Enhanced: offer}
 	if cfg.Basic {
 		init = SessionControl{Function: FunctionInitiate, PrivateData: cfg.PrivateData}
 	}
@@ -332,7 +331,7 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	switch m.Function {
 	case FunctionAccept, FunctionEnhancedAccept:
 	case FunctionReject, FunctionEnhancedReject:
-		re := &RejectedError{PrivateData: pd}
+		re := &ddp.RejectedError{PrivateData: pd}
 		if m.Function.Enhanced() {
 			e := m.Enhanced
 			re.Enhanced = &e
@@ -344,41 +343,37 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		return nil, fmt.Errorf("%w: %v in reply to an Initiate", ErrIllegalSequence, m.Function)
 	}
 	s.PeerPrivateData = pd
-	var insufficient bool
+	var fail *term.Error
 	if m.Function.Enhanced() {
 		e := m.Enhanced
 		s.PeerEnhanced = &e
 		// "Upon receiving the MPA Accept Frame from the responder, the
 		// initiator MUST set its IRD at least to the responder ORD and its
 		// ORD at most to the responder IRD." (RFC 6581 §9.1)
-		if e.IRD != IRDORDNoNegotiation && int(e.IRD) < ord {
-			if err := ep.SetORD(int(e.IRD)); err != nil {
+		newORD, _, err := ddp.Settle(offer, e, ird, ord, nil)
+		if err != nil && !errors.As(err, &fail) {
+			return nil, fmt.Errorf("%w: %v", ErrIllegalSequence, err)
+		}
+		if newORD != ord {
+			if err := ep.SetORD(newORD); err != nil {
 				return nil, err
 			}
 		}
-		insufficient = e.ORD != IRDORDNoNegotiation && int(e.ORD) > ird
 	} else if !cfg.Basic {
 		return nil, fmt.Errorf("%w: a basic Accept answered an enhanced Initiate", ErrIllegalSequence)
 	}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
-	if insufficient {
+	if fail != nil {
 		// "If the initiator does not have sufficient resources for the
 		// required IRD, it MUST send a TERM message to the responder
 		// indicating insufficient resources ... Layer 2, Error Type 0,
 		// Error Code 6."
-		ep.Stream().Fail(term.MPAInsufficientIRD.With("the responder's ORD %d exceeds this end's IRD %d", s.PeerEnhanced.ORD, ird))
+		ep.Stream().Fail(fail)
 		<-ep.Terminated()
 		s.Close()
-		return nil, term.MPAInsufficientIRD
+		return nil, fail
 	}
 	return s, nil
-}
-
-func clamp14(v int) uint16 {
-	if v >= int(IRDORDNoNegotiation) {
-		return IRDORDNoNegotiation - 1
-	}
-	return uint16(v)
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
-	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 	"github.com/pion/sctp"
 )
@@ -268,7 +268,7 @@ func TestSessionReject(t *testing.T) {
 	}()
 	a := newPeer(t, nil)
 	_, err := Connect(testCtx(t), client, 1, a.QP, SessionConfig{})
-	var re *RejectedError
+	var re *ddp.RejectedError
 	if !errors.As(err, &re) || string(re.PrivateData) != "no, thanks" || re.Enhanced == nil || re.Enhanced.IRD != 4 {
 		t.Fatalf("Connect = %v", err)
 	}
@@ -431,7 +431,7 @@ func TestSessionBadInput(t *testing.T) {
 			if c := waitC(t, b.RCQ); c.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("receive %+v", c)
 			}
-			if !errors.Is(b.QP.Err(), term.MPAConnectionLost) || !bytes.Equal(target.Bytes(), make([]byte, 64)) {
+			if !errors.Is(b.QP.Err(), ddp.ErrLLPLost) || !bytes.Equal(target.Bytes(), make([]byte, 64)) {
 				t.Fatalf("error %v; memory % x", b.QP.Err(), target.Bytes()[:4])
 			}
 		})

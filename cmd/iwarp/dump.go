@@ -337,53 +337,36 @@ func yesNo(b bool) string {
 func decodeFPDUs(conn int, s *pcapfile.Stream, start int, o mpa.Options) []dumpRecord {
 	var recs []dumpRecord
 	data := s.Data[start:]
-	rd := mpa.NewReader(bytes.NewReader(data), o)
-	for {
-		off := int(rd.Offset())
-		l, err := rd.Next()
-		if err == io.EOF {
-			break
+	for pos := 0; pos < len(data); {
+		r := dumpRecord{Time: s.TimeAt(start + pos), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(), order: start + pos}
+		u, n, err := mpa.ParseFPDU(nil, data[pos:], uint64(pos), o)
+		crc := "good"
+		if errors.Is(err, term.MPACRCError) {
+			// Decode what the FPDU claims all the same, marked as bad.
+			lax := o
+			lax.CRC = false
+			crc = "bad"
+			u, n, err = mpa.ParseFPDU(nil, data[pos:], uint64(pos), lax)
 		}
-		r := dumpRecord{Time: s.TimeAt(start + off), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(), order: start + off}
+		if !o.CRC {
+			crc = "off"
+		}
 		if err != nil {
 			r.Kind = "error"
-			r.Note = fmt.Sprintf("FPDU at stream offset %d: %v", start+off, err)
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				r.Note = fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+off)
+			r.Note = fmt.Sprintf("FPDU at stream offset %d: %v", start+pos, err)
+			if errors.Is(err, mpa.ErrShortFPDU) {
+				r.Note = fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+pos)
 			}
 			recs = append(recs, r)
 			break
 		}
-		u := make([]byte, l)
-		if err := rd.ReadFull(u); err != nil {
-			r.Kind, r.Note = "error", fmt.Sprintf("the capture ends inside an FPDU at stream offset %d (%d-byte ULPDU)", start+off, l)
-			recs = append(recs, r)
-			break
-		}
-		ferr := rd.Finish()
-		r.Kind, r.Len = "fpdu", int(rd.Offset())-off
-		switch {
-		case !o.CRC:
-			r.CRC = "off"
-		case errors.Is(ferr, term.MPACRCError):
-			r.CRC = "bad"
-		case ferr != nil && (errors.Is(ferr, io.ErrUnexpectedEOF) || errors.Is(ferr, io.EOF)):
-			r.Kind, r.Note = "error", fmt.Sprintf("the capture ends inside an FPDU at stream offset %d", start+off)
-			recs = append(recs, r)
-			return appendGap(recs, conn, s)
-		default:
-			r.CRC = "good"
-		}
+		r.Kind, r.Len, r.CRC = "fpdu", n, crc
 		describeSegment(&r, u)
-		if r.CRC == "bad" {
+		if crc == "bad" {
 			r.Note = "BAD CRC32c: the receiver must treat this FPDU as invalid (RFC 5044 §4.4). " + r.Note
-		} else if ferr != nil {
-			r.Note = fmt.Sprintf("%v. %s", ferr, r.Note)
 		}
 		recs = append(recs, r)
-		if ferr != nil && !errors.Is(ferr, term.MPACRCError) {
-			break
-		}
+		pos += n
 	}
 	return appendGap(recs, conn, s)
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
@@ -80,7 +81,7 @@ func run(mulpdu, reorder int) error {
 			return nil, nil, nil, nil, err
 		}
 		end.Attach(qp.Stream())
-		return qp, pd, scq, rcq, qp.Start(end)
+		return qp, pd, scq, rcq, qp.Start(end, ddp.RTRNone)
 	}
 	alice, apd, ascq, _, err := mk("alice", ea)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 )
 
@@ -29,10 +30,10 @@ func pairOver(t *testing.T, opt llptest.Options) (a, b *Peer, ctx context.Contex
 	}
 	ea.Attach(a.QP.Stream())
 	eb.Attach(b.QP.Stream())
-	if err := a.QP.Start(ea); err != nil {
+	if err := a.QP.Start(ea, ddp.RTRNone); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QP.Start(eb); err != nil {
+	if err := b.QP.Start(eb, ddp.RTRNone); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 2)
