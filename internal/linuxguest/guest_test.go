@@ -240,9 +240,9 @@ func TestGuestToHostMPARequest(t *testing.T) {
 	check("peer_to_peer rtr_type=1", mpaRequest(t, g), 0x10, 2, 4, 0x8001, 0x8001)
 	set("rtr_type", "2", "mpa_crc_required", "1")
 	check("peer_to_peer rtr_type=2 mpa_crc_required", mpaRequest(t, g), 0x50, 2, 4, 0x8001, 0x4001)
-	set("rtr_type", "3", "peer_to_peer", "0", "mpa_crc_required", "0")
 
-	// Revision 1, by reloading siw: no enhanced data.
+	// Revision 1, by reloading siw: no enhanced data. (Shared puts siw's
+	// defaults back after the test.)
 	if err := g.ReloadSiw(ctx, "mpa_version=1"); err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +259,10 @@ func TestGuestToHostMPARequest(t *testing.T) {
 func TestHostToGuestThroughForward(t *testing.T) {
 	g := Shared(t)
 	ctx := ctxFor(t, time.Minute)
+	// Shared put back siw's defaults after TestGuestToHostMPARequest.
+	if out, err := g.Run(ctx, "cd /sys/module/siw/parameters && cat mpa_version peer_to_peer rtr_type"); err != nil || out != "2\nN\n3\n" {
+		t.Errorf("siw's parameters are not its defaults: %v %q", err, out)
+	}
 	s, err := g.Start("rping -s -a " + GuestIP + " -p 7176 -C 1")
 	if err != nil {
 		t.Fatal(err)

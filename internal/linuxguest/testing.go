@@ -60,16 +60,18 @@ func ForTest(t testing.TB, o Options) *Guest {
 }
 
 var shared struct {
-	mu sync.Mutex
-	g  *Guest
+	mu          sync.Mutex
+	g           *Guest
+	siwDefaults string // siw's parameters when it booted
 }
 
 // Shared returns the test binary's shared guest, booting it at the first
 // call (siw with its defaults, no port forwarded: use Forward). It skips
 // the test where Available says no. Between tests it is put back as it
 // was: at the end of each test that called Shared, the background commands
-// still running are killed and siw is reloaded with its defaults if the
-// test changed them. Tests that share it must not run in parallel.
+// still running are killed and siw is reloaded with its defaults if its
+// parameters changed (by ReloadSiw or in sysfs). Forwarded ports stay.
+// Tests that share it must not run in parallel.
 //
 // The package's TestMain must call Main, which closes the guest:
 //
@@ -103,23 +105,36 @@ func Shared(t testing.TB) *Guest {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		shared.siwDefaults, err = siwState(ctx, g)
+		cancel()
+		if err != nil {
+			g.Close()
+			t.Fatal(err)
+		}
 		shared.g = g
 	}
-	g := shared.g
+	g, defaults := shared.g, shared.siwDefaults
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("linuxguest: the shared guest's console ends:\n%s", tail(g.Console(), 4000))
 		}
 		g.killProcs()
-		if g.SiwParams() != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Parameters changed by ReloadSiw or written in sysfs.
+		if now, err := siwState(ctx, g); g.SiwParams() != "" || err != nil || now != defaults {
 			if err := g.ReloadSiw(ctx, ""); err != nil {
 				t.Errorf("linuxguest: putting siw's defaults back: %v", err)
 			}
 		}
 	})
 	return g
+}
+
+// siwState returns siw's module parameters as the guest has them now.
+func siwState(ctx context.Context, g *Guest) (string, error) {
+	return g.Run(ctx, "grep . /sys/module/siw/parameters/*")
 }
 
 // Main runs the tests and then closes the shared guest, if one was

@@ -19,8 +19,10 @@
 # and siw-src/ (the patched siw source it was built from).
 #
 # Needs, on the host: apt-get and dpkg (Debian or a derivative), root or
-# sudo to install what is missing (gcc, make, cpio, kmod, the kernel
-# headers of the guest's ABI).
+# sudo to install what is missing (qemu-system-x86, gcc, make, cpio, kmod,
+# xz-utils, the kernel headers of the guest's ABI). What only the guest
+# needs is never installed on the host: its packages are downloaded to
+# $cache/debs and unpacked.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,15 +79,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 apt_install() {
 	log "installing on the host: $*"
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null ||
-		die "apt-get install $* failed"
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >"$cache/apt.log" 2>&1 ||
+		die "apt-get install $* failed: $(tail -5 "$cache/apt.log")"
 }
 
 log "apt-get update"
 $sudo apt-get update -qq >/dev/null || die "apt-get update failed"
 
 need=()
-for t in gcc:gcc make:make cpio:cpio depmod:kmod flock:util-linux xz:xz-utils ldconfig:libc-bin; do
+for t in qemu-system-x86_64:qemu-system-x86 gcc:gcc make:make cpio:cpio depmod:kmod flock:util-linux xz:xz-utils ldconfig:libc-bin; do
 	command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
 done
 ((${#need[@]} == 0)) || apt_install "${need[@]}"

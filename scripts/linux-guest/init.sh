@@ -22,8 +22,9 @@ kver=$(uname -r)
 siwko=/lib/modules/$kver/extra/siw.ko
 
 siw() {
-	# ib_uverbs holds siw while a program has the device open: this fails
-	# then, and says so.
+	# Deleting the link removes the device even from a program that holds
+	# it (rdma_cm reports DEVICE_REMOVAL); if rmmod fails all the same,
+	# this says so.
 	rdma link delete siw0 2>/dev/null
 	if grep -q '^siw ' /proc/modules; then
 		rmmod siw || return 1
