@@ -22,12 +22,11 @@ const qemuBinary = "qemu-system-x86_64"
 const buildTimeout = 15 * time.Minute
 
 var avail struct {
-	once  sync.Once
-	ok    bool
-	why   string
-	dir   string // the built guest: vmlinux or bzImage, initrd, stamp
-	qemu  string
-	check bool // the cache held the build before this process asked
+	once sync.Once
+	ok   bool
+	why  string
+	dir  string // the built guest: vmlinux or bzImage, initrd, stamp
+	qemu string
 }
 
 // Available reports whether a guest can run here; if not, it says why in
@@ -35,10 +34,11 @@ var avail struct {
 //
 // It needs linux/amd64, qemu-system-x86_64 and the guest that
 // scripts/linux-guest/build.sh builds. If that build is not in the cache
-// (${IWARP_GUEST_CACHE:-$HOME/.cache/iwarp/linux-guest}), Available runs
-// the script, which takes minutes and needs root or sudo for apt-get: the
-// answer is no only when the build cannot be made. IWARP_LINUX_GUEST=off
-// makes the answer no. The answer is computed once per process.
+// (${IWARP_GUEST_CACHE:-$HOME/.cache/iwarp/linux-guest}) or QEMU is not
+// installed, Available runs the script, which builds (1-2 minutes) and
+// installs what is missing with apt-get (as root or with sudo): the answer
+// is no only when that fails. IWARP_LINUX_GUEST=off makes the answer no.
+// The answer is computed once per process.
 func Available() (ok bool, why string) {
 	avail.once.Do(func() { avail.ok, avail.why = available() })
 	return avail.ok, avail.why
@@ -51,20 +51,18 @@ func available() (bool, string) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		return false, "the Linux guest runs on linux/amd64 only, not " + runtime.GOOS + "/" + runtime.GOARCH
 	}
-	q, err := exec.LookPath(qemuBinary)
-	if err != nil {
-		return false, qemuBinary + " is not installed (Debian: apt-get install qemu-system-x86)"
-	}
-	avail.qemu = q
 	script, err := buildScript()
 	if err != nil {
 		return false, err.Error()
 	}
-	if out, err := exec.Command("bash", script, "--check").Output(); err == nil {
+	_, noQEMU := exec.LookPath(qemuBinary)
+	if out, err := exec.Command("bash", script, "--check").Output(); err == nil && noQEMU == nil {
 		avail.dir = lastLine(out)
-		avail.check = true
+		avail.qemu, _ = exec.LookPath(qemuBinary)
 		return true, ""
 	}
+	// Build, or install QEMU (build.sh does both: it returns at once when
+	// the build is cached).
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -77,6 +75,11 @@ func available() (bool, string) {
 		return false, fmt.Sprintf("the Linux guest's build failed (%v): %s", err, lastLine(stderr.Bytes()))
 	}
 	avail.dir = lastLine(stdout.Bytes())
+	q, err := exec.LookPath(qemuBinary)
+	if err != nil {
+		return false, qemuBinary + " is not installed (Debian: apt-get install qemu-system-x86)"
+	}
+	avail.qemu = q
 	return true, ""
 }
 

@@ -41,6 +41,11 @@ case ${1:-} in
 	;;
 esac
 
+log() { echo "linux-guest: $*" >&2; }
+die() {
+	echo "linux-guest: $*" >&2
+	exit 1
+}
 cached() {
 	[ -f "$out/stamp" ] && grep -qx "recipe=$recipe" "$out/stamp" &&
 		[ -s "$out/bzImage" ] && [ -s "$out/initrd" ]
@@ -49,12 +54,35 @@ if [ $mode = check ]; then
 	cached && echo "$out" && exit 0
 	exit 1
 fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+apt_install() {
+	command -v apt-get >/dev/null || die "needs a Debian-like host (apt-get) to install $*"
+	[ -z "$sudo" ] || command -v sudo >/dev/null || die "needs root or sudo to install $*"
+	log "installing on the host: $*"
+	if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >"$cache/apt.log" 2>&1; then
+		# Perhaps the package lists are old or absent: once more after an update.
+		$sudo apt-get update -qq >/dev/null 2>&1
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >"$cache/apt.log" 2>&1 ||
+			die "apt-get install $* failed: $(tail -5 "$cache/apt.log")"
+	fi
+}
+
+mkdir -p "$cache"
+# The guest runs in QEMU: a cached build on a host without it installs it.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+	exec 9>"$cache/lock"
+	flock 9
+	command -v qemu-system-x86_64 >/dev/null || apt_install qemu-system-x86
+fi
 if [ $mode = build ] && cached; then
 	echo "$out"
 	exit 0
 fi
 
-mkdir -p "$cache"
 exec 9>"$cache/lock"
 flock 9
 # Another build may have finished while we waited for the lock.
@@ -62,32 +90,15 @@ if [ $mode = build ] && cached; then
 	echo "$out"
 	exit 0
 fi
-
-log() { echo "linux-guest: $*" >&2; }
-die() {
-	echo "linux-guest: $*" >&2
-	exit 1
-}
 start=$(date +%s)
-
 command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
 	die "needs a Debian-like host (apt-get, dpkg-deb)"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	command -v sudo >/dev/null || die "needs root or sudo to install packages"
-	sudo="sudo"
-fi
-apt_install() {
-	log "installing on the host: $*"
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >"$cache/apt.log" 2>&1 ||
-		die "apt-get install $* failed: $(tail -5 "$cache/apt.log")"
-}
 
 log "apt-get update"
 $sudo apt-get update -qq >/dev/null || die "apt-get update failed"
 
 need=()
-for t in qemu-system-x86_64:qemu-system-x86 gcc:gcc make:make cpio:cpio depmod:kmod flock:util-linux xz:xz-utils ldconfig:libc-bin; do
+for t in gcc:gcc make:make cpio:cpio depmod:kmod flock:util-linux xz:xz-utils ldconfig:libc-bin; do
 	command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
 done
 ((${#need[@]} == 0)) || apt_install "${need[@]}"
