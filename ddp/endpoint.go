@@ -18,16 +18,28 @@ type Endpoint interface {
 	// SetORD lowers the ORD to what the peer's IRD allows, before Start.
 	SetORD(ord int) error
 	// Start makes the endpoint send over llp: the LLP stream is in RDMA
-	// mode (RFC 5040 §6.1). With an RTR indication other than RTRNone the
-	// endpoint sends it before anything else (RFC 6581 §9.2: "The RDMA
-	// connection initiator MUST NOT allow any later FULPDUs to be
-	// transmitted before the RTR indication").
-	Start(llp LLP, rtr RTR) error
+	// mode (RFC 5040 §6.1).
+	Start(llp LLP, how Start) error
 	// Terminated is closed when the endpoint has stopped and has nothing
 	// more to send: after an error, once its Terminate (if any) has been
 	// written. The transport then closes the LLP stream gracefully (RFC
 	// 5040 §6.2.1).
 	Terminated() <-chan struct{}
+}
+
+// Start says how a stream starts, as the transport's set-up settled it.
+type Start struct {
+	// RTR, other than RTRNone, is an RTR indication the endpoint sends
+	// before anything else (RFC 6581 §9.2: "The RDMA connection initiator
+	// MUST NOT allow any later FULPDUs to be transmitted before the RTR
+	// indication").
+	RTR RTR
+	// ReceiveFirst says that the LLP sends nothing before it has received
+	// a segment ("MPA Responder mode implementations MUST receive and
+	// validate at least one FPDU before sending any FPDUs or Markers",
+	// RFC 5044 §7.1.2 rule 4): its writes wait until then, and the
+	// endpoint must not make a posting goroutine wait on them.
+	ReceiveFirst bool
 }
 
 // How an LLP stream ends, as the LLP reports it with Stream.Close. Neither

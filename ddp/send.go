@@ -1,6 +1,7 @@
 package ddp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +33,18 @@ type LLP interface {
 	// completed at the DDP layer (RFC 5040 §5.5 rule 14). An error is the
 	// LLP stream's loss.
 	Flush() error
+
+	// Poll does the LLP's receive work on the calling goroutine, a
+	// goroutine waiting for what only this stream's incoming segments can
+	// bring (RDMAP's completion queue waiter), until done reports true or
+	// ctx ends, so that the network wakes that goroutine directly instead
+	// of the LLP's receive goroutine, which would then wake it. It
+	// returns true when done reported true, and false when it could not
+	// poll (another goroutine receives; the LLP cannot poll at all, as
+	// SCTP's, whose reads pion's goroutines make), when ctx ended, or when
+	// the stream ended: the caller then waits as usual. done must be cheap
+	// and safe to call from any goroutine.
+	Poll(ctx context.Context, done func() bool) bool
 }
 
 // ErrMessageTooLong is returned for an outbound message of 2^32 octets or

@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"testing"
 )
@@ -12,8 +13,9 @@ type recorder struct {
 	segs   [][]byte
 }
 
-func (r *recorder) MULPDU() int  { return r.mulpdu }
-func (r *recorder) Flush() error { return nil }
+func (r *recorder) MULPDU() int                            { return r.mulpdu }
+func (r *recorder) Flush() error                           { return nil }
+func (r *recorder) Poll(context.Context, func() bool) bool { return false }
 func (r *recorder) WriteSegment(hdr []byte, payload [][]byte) error {
 	seg := append([]byte(nil), hdr...)
 	for _, p := range payload {
@@ -192,6 +194,7 @@ type nopLLP struct{ mulpdu int }
 func (n nopLLP) MULPDU() int                           { return n.mulpdu }
 func (nopLLP) WriteSegment(_ []byte, _ [][]byte) error { return nil }
 func (nopLLP) Flush() error                            { return nil }
+func (nopLLP) Poll(context.Context, func() bool) bool  { return false }
 
 func TestSendAllocs(t *testing.T) {
 	s := NewSender(nopLLP{1500}, 3, 0, nil)

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -291,6 +292,10 @@ func BenchmarkRead64K(b *testing.B) {
 // TCP ping-pong of 64 octets (write, then io.ReadFull of the echo).
 func BenchmarkSendPingPong64(b *testing.B) {
 	x, y := benchPair(b, true, rdmap.QPConfig{})
+	if os.Getenv("SPIN") != "" {
+		x.RCQ.SetSpin(30 * time.Microsecond)
+		y.RCQ.SetSpin(30 * time.Microsecond)
+	}
 	w := newWaiter(b)
 	xs, ys := x.Reg(b, 64, 0), y.Reg(b, 64, 0)
 	xr, yr := x.Reg(b, 64, rdmap.LocalWrite), y.Reg(b, 64, rdmap.LocalWrite)

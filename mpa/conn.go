@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -158,7 +159,19 @@ type Conn struct {
 	firstRx   chan struct{}
 	firstOnce sync.Once
 	// delay is the initiator's FirstFPDUDelay, until its first write.
-	delay time.Duration
+	delay     time.Duration
+	responder bool
+
+	// The receive side (poll.go): rx is the receive token; its holder
+	// owns the Reader and seq.
+	rx       sync.Mutex
+	seq      uint32        // the sequence number of the next segment on the stream
+	want     atomic.Bool   // a waiter asks for the token
+	releases atomic.Uint64 // the times a waiter let go of the token
+	rxEnded  atomic.Bool   // the receive side has ended: nobody reads any more
+	kicked    atomic.Bool     // the read deadline is in the past (kickIfDone)
+	kmu       sync.Mutex      // guards holderCtx; serialises kickIfDone and unkick
+	holderCtx context.Context // the context of the waiter holding the token
 
 	closeOnce  sync.Once
 	closed     chan struct{}
@@ -248,6 +261,8 @@ func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx O
 	c.w = NewWriter(nc, tx)
 	c.r = NewReader(nc, rx)
 	c.r.SetPartialTimeout(cfg.partialTimeout())
+	c.r.interrupted = c.kicked.Load
+	c.responder = responder
 	if !responder {
 		c.delay = cfg.FirstFPDUDelay
 		c.firstOnce.Do(func() { close(c.firstRx) })
@@ -260,7 +275,7 @@ func (c *Conn) run(rtr ddp.RTR) error {
 	// Counted before the endpoint starts: from then on its Close may
 	// close the connection, whose Close waits for these goroutines.
 	c.wg.Add(2)
-	if err := c.ep.Start(c, rtr); err != nil {
+	if err := c.ep.Start(c, ddp.Start{RTR: rtr, ReceiveFirst: c.responder}); err != nil {
 		c.wg.Add(-2)
 		return err
 	}
@@ -286,31 +301,6 @@ func (c *Conn) watch() {
 	case <-c.ep.Terminated():
 		go c.Close()
 	case <-c.closed:
-	}
-}
-
-// readLoop is the receive goroutine: it reads each FPDU whole, verified
-// (RFC 5044 §6), and hands its DDP segment to the stream, which places it
-// then. After the stream stops it reads on, placing nothing ("DDP MUST
-// silently drop any subsequent incoming DDP Segments", RFC 5041 §7.1),
-// until the peer closes.
-func (c *Conn) readLoop() {
-	defer c.wg.Done()
-	defer close(c.rxDone)
-	ds := c.ep.Stream()
-	var seq uint32
-	for {
-		seg, err := c.r.Next()
-		if err != nil {
-			c.fail(ds, err)
-			return
-		}
-		// The initiator is in Full Operation: rule 4 is met, and whatever
-		// this FPDU holds may be answered, a Terminate included.
-		c.firstOnce.Do(func() { close(c.firstRx) })
-		if ds.Receive(seq, seg) == nil {
-			seq++
-		}
 	}
 }
 

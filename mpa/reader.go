@@ -58,6 +58,10 @@ type Reader struct {
 	partial time.Duration
 	dl      interface{ SetReadDeadline(time.Time) error }
 	armed   bool
+	// interrupted, if set, tells a read error that a caller interrupted
+	// on purpose (a read deadline in the past) from a failure: Next then
+	// returns errInterrupted, not sticky, and keeps what it had read.
+	interrupted func() bool
 }
 
 // NewReader returns a Reader of FPDUs from r with the given options. The
@@ -181,6 +185,9 @@ func (r *Reader) fill(need int) error {
 			return nil
 		}
 		switch {
+		case err != nil && r.interrupted != nil && r.interrupted():
+			r.armed = false
+			return errInterrupted
 		case err == io.EOF && r.wr == r.rd:
 			r.err = io.EOF
 		case err == io.EOF:

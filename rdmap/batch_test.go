@@ -214,10 +214,10 @@ func TestFlushFails(t *testing.T) {
 	waitState(t, a.qp, StateTerminating)
 }
 
-// TestSendGoroutineGathers: work requests posted while the send goroutine
-// is busy wait for it, and it hands them to the LLP together, in one
-// flush.
-func TestSendGoroutineGathers(t *testing.T) {
+// TestSendSideGathers: work requests posted while the send side is busy
+// (here a posting goroutine that sends its Send itself) wait for it, and
+// it hands them to the LLP together, in one flush.
+func TestSendSideGathers(t *testing.T) {
 	a, b, he := newHoldPair(t, QPConfig{})
 	rbuf := b.reg(t, 64*8, LocalWrite)
 	for i := range 8 {
@@ -232,16 +232,18 @@ func TestSendGoroutineGathers(t *testing.T) {
 			<-gate
 		})
 	}
-	if err := a.qp.PostSend(SendWR{ID: 0, SGL: []SGE{{MR: src, Length: 8}}}); err != nil {
-		t.Fatal(err)
-	}
-	<-entered // the first Send is being written: the send goroutine is busy
+	first := make(chan error, 1)
+	go func() { first <- a.qp.PostSend(SendWR{ID: 0, SGL: []SGE{{MR: src, Length: 8}}}) }()
+	<-entered // the first Send is being written: the send side is busy
 	for i := 1; i < 6; i++ {
 		if err := a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Length: 8}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
 	for i := range 6 {
 		if c := wait(t, a.scq); c.WRID != uint64(i) || c.Status != StatusSuccess {
 			t.Fatalf("completion %+v", c)

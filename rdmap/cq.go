@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -107,6 +108,15 @@ type CompletionQueue struct {
 	sleepers int           // goroutines in Wait that may sleep on wake
 	spin     time.Duration // how long Wait polls before it sleeps
 	overrun  bool
+
+	// The queue pairs that report here: a waiter may do the receive work
+	// itself (ddp.LLP's Poll) when this is the receive CQ of exactly one
+	// queue pair and no queue pair's send CQ, since then only that queue
+	// pair's received segments (or a flush, which closes its LLP) bring
+	// completions.
+	recvQPs []*QueuePair
+	sendQPs int
+	ready   func() bool // cq.nonEmpty, made once
 }
 
 // SetSpin sets how long Wait polls before it sleeps; by default it
@@ -125,7 +135,47 @@ func (d *Device) NewCompletionQueue(depth int) *CompletionQueue {
 		depth = 1024
 	}
 	cq := &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{}), spin: 0}
+	cq.ready = cq.nonEmpty
 	return cq
+}
+
+// attach records that qp reports here (recv: its receives, else its send
+// queue); detach undoes it.
+func (cq *CompletionQueue) attach(qp *QueuePair, recv bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if recv {
+		cq.recvQPs = append(cq.recvQPs, qp)
+	} else {
+		cq.sendQPs++
+	}
+}
+
+func (cq *CompletionQueue) detach(qp *QueuePair, recv bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if recv {
+		if i := slices.Index(cq.recvQPs, qp); i >= 0 {
+			cq.recvQPs = slices.Delete(cq.recvQPs, i, i+1)
+		}
+	} else {
+		cq.sendQPs--
+	}
+}
+
+// pollQP returns the queue pair whose LLP's receive work a waiter may do
+// itself, or nil. The caller holds cq.mu.
+func (cq *CompletionQueue) pollQP() *QueuePair {
+	if cq.sendQPs != 0 || len(cq.recvQPs) != 1 {
+		return nil
+	}
+	return cq.recvQPs[0]
+}
+
+func (cq *CompletionQueue) nonEmpty() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.n > 0
 }
 
 func (cq *CompletionQueue) push(c Completion, solicited bool) {
@@ -173,6 +223,11 @@ func (cq *CompletionQueue) Poll(out []Completion) int {
 }
 
 // Wait returns the next completion, waiting for one until ctx is done.
+//
+// When this is the receive CQ of a single queue pair, and of no send
+// queue, the waiting goroutine lets the queue pair's LLP do its receive
+// work on it (ddp.LLP's Poll; MPA over plain TCP can), so that the
+// network wakes the waiter itself.
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
 	// Poll for a while first if asked to (SetSpin), as RDMA applications
@@ -193,6 +248,16 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	for {
 		if cq.Poll(one[:]) == 1 {
 			return one[0], nil
+		}
+		cq.mu.Lock()
+		qp := cq.pollQP()
+		cq.mu.Unlock()
+		// Not under cq.mu: a queue pair reports completions holding its
+		// own lock, which therefore comes first.
+		if qp != nil && ctx.Err() == nil {
+			if llp := qp.receiver(); llp != nil && llp.Poll(ctx, cq.ready) {
+				continue
+			}
 		}
 		cq.mu.Lock()
 		if cq.n > 0 {

@@ -92,7 +92,7 @@ func newCrafted(t *testing.T) *crafted {
 	s := newSide(t, eb, QPConfig{IRD: 2})
 	ea.Attach(peer)
 	eb.Attach(s.qp.Stream())
-	s.qp.Start(eb, ddp.RTRNone)
+	s.qp.Start(eb, ddp.Start{})
 	c := &crafted{side: s, peer: peer}
 	var err error
 	c.src, err = s.pd.RegisterMemory(fill(make([]byte, 4096), 5), 0x1000, RemoteRead|RemoteWrite)

@@ -204,7 +204,7 @@ func TestORDAndFence(t *testing.T) {
 	a := newSide(t, eb, QPConfig{ORD: 1})
 	ea.Attach(peer)
 	eb.Attach(a.qp.Stream())
-	a.qp.Start(eb, ddp.RTRNone)
+	a.qp.Start(eb, ddp.Start{})
 	defer ea.Close()
 	sink := a.reg(t, 100, LocalWrite)
 	for i := 0; i < 3; i++ {
@@ -258,7 +258,7 @@ func TestIRDEnforced(t *testing.T) {
 	s := newSide(t, eb, QPConfig{IRD: 2})
 	ea.Attach(peer)
 	eb.Attach(s.qp.Stream())
-	s.qp.Start(eb, ddp.RTRNone)
+	s.qp.Start(eb, ddp.Start{})
 	defer ea.Close()
 	src := s.reg(t, 100, RemoteRead)
 	for msn := uint32(1); msn <= 8; msn++ {
@@ -353,8 +353,8 @@ func TestSharedReceiveQueue(t *testing.T) {
 		}
 		ea.Attach(a.qp.Stream())
 		eb.Attach(qp.Stream())
-		a.qp.Start(ea, ddp.RTRNone)
-		qp.Start(eb, ddp.RTRNone)
+		a.qp.Start(ea, ddp.Start{})
+		qp.Start(eb, ddp.Start{})
 		defer ea.Close()
 		inits, targets = append(inits, a), append(targets, qp)
 		if err := qp.PostRecv(RecvWR{}); err == nil {
@@ -432,7 +432,7 @@ func TestFence(t *testing.T) {
 	a := newSide(t, eb, QPConfig{ORD: 8})
 	ea.Attach(peer)
 	eb.Attach(a.qp.Stream())
-	a.qp.Start(eb, ddp.RTRNone)
+	a.qp.Start(eb, ddp.Start{})
 	defer ea.Close()
 	sink := a.reg(t, 100, LocalWrite)
 	count := func() int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/trace"
@@ -74,26 +75,31 @@ type QPConfig struct {
 // DISCONNECTED instead. Close drains outstanding work and makes it
 // CLOSED.
 //
-// One goroutine sends for a queue pair (send.go): posts and the receive
-// side's Read Responses and Terminate queue work for it, and never wait
-// for the network.
+// One route sends for a queue pair (send.go): work is queued, and whoever
+// holds the send side (sendMu) drains the queue to the LLP: a posting
+// goroutine that finds it idle, or the queue pair's send goroutine, which
+// drains what the receive side queues (Read Responses, the Terminate) and
+// what must wait for RDMA Read Responses.
 type QueuePair struct {
 	pd     *ProtectionDomain
 	cfg    QPConfig
 	stream *ddp.Stream
 	obs    trace.Observer
 
-	// Owned by the send goroutine.
-	sender *ddp.Sender
-	llp    ddp.LLP
-	sent   []*sqEntry // Sends and Writes given to the LLP, to complete after its Flush
+	// Owned by whoever holds sendMu: the goroutine draining the queue.
+	sendMu    sync.Mutex
+	sender    *ddp.Sender
+	llp       ddp.LLP
+	sent      []*sqEntry // Sends and Writes given to the LLP, to complete after its Flush
+	responses []response // taken from qp.queued for one batch
+	wrs       []*sqEntry // taken from the send queue for one batch
 
 	mu         sync.Mutex // guards the fields below
 	state      State
 	sq         []*sqEntry // posted and not yet completed, in posting order
 	sqBase     []*sqEntry // sq's array, SendDepth long
 	started    int        // sq[:started] have been started; the rest wait for the send goroutine
-	responses  []response // Read Responses waiting for the send goroutine, in Request order
+	queued     []response // Read Responses waiting to be sent, in Request order
 	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
 	batch      int        // PostBatch nesting: posts wait for the outermost to end
 	termRR     []byte     // the Read Request Header a Terminate copies (R bit)
@@ -102,6 +108,10 @@ type QueuePair struct {
 	faulted    bool       // the stream stopped: the send goroutine flushes
 	terminated chan struct{}
 	termOnce   sync.Once
+	// receiveFirst: the LLP writes nothing before the stream has received
+	// a segment (ddp.Start); heard: it has.
+	receiveFirst bool
+	heard        atomic.Bool
 
 	wake      chan struct{} // work for the send goroutine
 	sqChanged chan struct{} // a send work request completed
@@ -185,6 +195,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	qp.stream = s
 	qp.sqBase = make([]*sqEntry, 0, cfg.SendDepth)
 	qp.sq = qp.sqBase
+	cfg.RecvCQ.attach(qp, true)
+	cfg.SendCQ.attach(qp, false)
 	pd.dev.mu.Lock()
 	pd.qps++
 	pd.dev.mu.Unlock()
@@ -222,10 +234,10 @@ func (qp *QueuePair) Terminated() <-chan struct{} { return qp.terminated }
 
 // Start connects the queue pair to the LLP that carries its segments and
 // makes it RUNNING. The transport calls it once the LLP stream is in RDMA
-// mode; with an RTR indication (RFC 6581 §9.2, ddp.RTRNone for none) the
-// queue pair sends that zero-length message before anything else, as an
-// unsignaled work request of its own.
-func (qp *QueuePair) Start(llp ddp.LLP, rtr ddp.RTR) error {
+// mode; with an RTR indication (RFC 6581 §9.2) the queue pair sends that
+// zero-length message before anything else, as an unsignaled work
+// request of its own.
+func (qp *QueuePair) Start(llp ddp.LLP, how ddp.Start) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.state != StateIdle {
@@ -243,7 +255,8 @@ func (qp *QueuePair) Start(llp ddp.LLP, rtr ddp.RTR) error {
 	}
 	// One buffer for the single Terminate the peer may send (§5.4).
 	qp.stream.Post(QNTerminate, ddp.Buffer{SGL: [][]byte{make([]byte, 4+2+ddp.MaxHeaderLen+ReadRequestLen)}})
-	switch rtr {
+	qp.receiveFirst = how.ReceiveFirst
+	switch how.RTR {
 	case ddp.RTRNone:
 	case ddp.RTRWrite:
 		qp.sq = append(qp.sq, &sqEntry{kind: kindWrite, op: OpWrite})
@@ -258,7 +271,7 @@ func (qp *QueuePair) Start(llp ddp.LLP, rtr ddp.RTR) error {
 		(&ReadRequest{}).Append(e.rr[:0])
 		qp.sq = append(qp.sq, e)
 	default:
-		return fmt.Errorf("rdmap: Start with an unknown RTR indication %v", rtr)
+		return fmt.Errorf("rdmap: Start with an unknown RTR indication %v", how.RTR)
 	}
 	qp.setState(StateRunning)
 	qp.wg.Add(1)
@@ -369,9 +382,26 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	}
 	qp.sq = append(qp.sq, e)
 	if qp.batch == 0 {
-		signal(qp.wake)
+		qp.kick()
 	}
 	return nil
+}
+
+// kick has the queued work sent: on the calling goroutine, when the send
+// side is idle and the LLP can write now, or else by the send goroutine.
+// The caller holds qp.mu, which kick releases and takes again. Sending
+// here saves a goroutine hand-off per message, most of a small message's
+// round trip on a small machine (docs/performance.md); the caller may
+// then wait for room in the LLP, as a writer to a socket does.
+func (qp *QueuePair) kick() {
+	if (qp.receiveFirst && !qp.heard.Load()) || !qp.sendMu.TryLock() {
+		signal(qp.wake)
+		return
+	}
+	qp.mu.Unlock()
+	qp.drain()
+	qp.sendMu.Unlock()
+	qp.mu.Lock()
 }
 
 // PostBatch calls post, which posts work requests (PostSend, PostWrite,
@@ -392,11 +422,22 @@ func (qp *QueuePair) PostBatch(post func() error) error {
 		qp.mu.Lock()
 		qp.batch--
 		if qp.batch == 0 {
-			signal(qp.wake)
+			qp.kick()
 		}
 		qp.mu.Unlock()
 	}()
 	return post()
+}
+
+// receiver returns the LLP while the stream runs, for a completion
+// queue's waiter to poll.
+func (qp *QueuePair) receiver() ddp.LLP {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateRunning {
+		return nil
+	}
+	return qp.llp
 }
 
 // signal wakes the goroutine that waits on ch (of capacity 1), without
@@ -516,6 +557,8 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	qp.pd.dev.mu.Lock()
 	qp.pd.qps--
 	qp.pd.dev.mu.Unlock()
+	qp.cfg.RecvCQ.detach(qp, true)
+	qp.cfg.SendCQ.detach(qp, false)
 	// Placement stops; the state is CLOSED already, so this raises no
 	// event and sends no Terminate.
 	qp.stream.Close(ddp.ErrDisconnected)
@@ -528,6 +571,9 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 		err = c.Close()
 	}
 	qp.wg.Wait()
+	// A posting goroutine may be sending: wait for it.
+	qp.sendMu.Lock()
+	qp.sendMu.Unlock()
 	qp.closeTerminated()
 	return err
 }

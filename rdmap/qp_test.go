@@ -69,10 +69,10 @@ func newPair(t testing.TB, o pairOpts) (*side, *side) {
 	if o.hold {
 		llp = &holdEnd{End: ea}
 	}
-	if err := a.qp.Start(llp, ddp.RTRNone); err != nil {
+	if err := a.qp.Start(llp, ddp.Start{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Start(eb, ddp.RTRNone); err != nil {
+	if err := b.qp.Start(eb, ddp.Start{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -253,8 +253,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
 		ea.Attach(a.qp.Stream())
 		eb.Attach(b.qp.Stream())
-		a.qp.Start(ea, ddp.RTRNone)
-		b.qp.Start(eb, ddp.RTRNone)
+		a.qp.Start(ea, ddp.Start{})
+		b.qp.Start(eb, ddp.Start{})
 		rb := b.reg(t, 8, LocalWrite)
 		b.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: rb, Length: 8}}})
 		b.qp.PostRecv(RecvWR{ID: 2, SGL: []SGE{{MR: rb, Length: 8}}})

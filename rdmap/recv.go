@@ -15,6 +15,10 @@ type receiver QueuePair
 // tying each opcode to its buffer model and queue, before placement.
 func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 	qp := (*QueuePair)(r)
+	if !qp.heard.Load() {
+		// The LLP may send now (ddp.Start's ReceiveFirst).
+		qp.heard.Store(true)
+	}
 	c := Control(h.RsvdULP[0])
 	if !c.ValidVersion() {
 		return term.RDMAPInvalidVersion.With("RDMAP version %d", c.RV())
@@ -192,7 +196,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The send
 	// goroutine sends it; the IRD bounds the Responses queued.
 	qp.mu.Lock()
-	qp.responses = append(qp.responses, response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
+	qp.queued = append(qp.queued, response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 	qp.mu.Unlock()
 	signal(qp.wake)
 }
@@ -296,7 +300,7 @@ func (qp *QueuePair) flush() {
 	qp.sq = qp.sqBase[:0]
 	qp.started = 0
 	qp.reads = nil
-	qp.responses = nil
+	qp.queued = nil
 	fault := qp.fault
 	qp.mu.Unlock()
 	bufs := qp.stream.Drain(QNSend)

@@ -7,14 +7,17 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-// The send side of a queue pair: one goroutine, sendLoop, hands every
-// message to DDP and the LLP. Posting goroutines queue work requests on
-// the send queue (qp.sq), the receive goroutine queues Read Responses
-// (qp.responses) and the Terminate (qp.terminate); none of them waits for
-// the network. The goroutine takes what can start at once, hands it to
-// the LLP and then flushes the LLP, so that what was queued together
-// leaves together (MPA gathers the FPDUs into one writev), and only then
-// completes the Sends and Writes among it (RFC 5040 §5.5 rule 14).
+// The send side of a queue pair. Posting goroutines queue work requests
+// on the send queue (qp.sq), the receive goroutine queues Read Responses
+// (qp.queued) and the Terminate (qp.terminate). One route sends them:
+// drain, run by whoever holds sendMu. It takes what can start at once,
+// hands it to DDP and the LLP and then flushes the LLP, so that what was
+// queued together leaves together (MPA gathers the FPDUs into one
+// writev), and only then completes the Sends and Writes among it (RFC
+// 5040 §5.5 rule 14). A posting goroutine drains when it finds the send
+// side idle (QueuePair.kick); the queue pair's send goroutine drains
+// otherwise: the receive goroutine never writes (if both ends' receive
+// goroutines waited for room to write, neither would read again).
 
 // maxBatch bounds the messages the send goroutine hands to the LLP
 // between two flushes, and maxBatchBytes their payload: completions are
@@ -27,24 +30,30 @@ const (
 // sendLoop is the queue pair's send goroutine.
 func (qp *QueuePair) sendLoop() {
 	defer qp.wg.Done()
-	var responses []response
-	var wrs []*sqEntry
 	for {
 		select {
 		case <-qp.wake:
 		case <-qp.done:
 			return
 		}
-		for {
-			var stop bool
-			responses, wrs, stop = qp.take(responses[:0], wrs[:0])
-			if stop {
-				break
-			}
-			qp.send(responses, wrs)
-			clear(responses)
-			clear(wrs)
+		qp.sendMu.Lock()
+		qp.drain()
+		qp.sendMu.Unlock()
+	}
+}
+
+// drain sends what can start, batch by batch, until nothing can. The
+// caller holds sendMu.
+func (qp *QueuePair) drain() {
+	for {
+		var stop bool
+		qp.responses, qp.wrs, stop = qp.take(qp.responses[:0], qp.wrs[:0])
+		if stop {
+			return
 		}
+		qp.send(qp.responses, qp.wrs)
+		clear(qp.responses)
+		clear(qp.wrs)
 	}
 }
 
@@ -74,16 +83,16 @@ func (qp *QueuePair) take(responses []response, wrs []*sqEntry) (_ []response, _
 	// after subsequent RDMA Write Messages or Send Messages have been
 	// Placed or Delivered" (RFC 5040 §5.5 rule 12): Read Responses do not
 	// wait behind work requests that wait for Reads.
-	for len(qp.responses) > 0 && len(responses) < maxBatch && bytes < maxBatchBytes {
-		r := qp.responses[0]
-		qp.responses[0] = response{}
-		qp.responses = qp.responses[1:]
-		responses = append(responses, r)
-		bytes += len(r.src)
+	n := 0
+	for n < len(qp.queued) && len(responses) < maxBatch && bytes < maxBatchBytes {
+		responses = append(responses, qp.queued[n])
+		bytes += len(qp.queued[n].src)
+		n++
 	}
-	if len(qp.responses) == 0 {
-		qp.responses = qp.responses[:0:0]
-	}
+	// Keep the array: the IRD bounds it.
+	m := copy(qp.queued, qp.queued[n:])
+	clear(qp.queued[m:])
+	qp.queued = qp.queued[:m]
 	for qp.started < len(qp.sq) && len(responses)+len(wrs) < maxBatch && bytes < maxBatchBytes {
 		e := qp.sq[qp.started]
 		if e.fence && len(qp.reads) > 0 {

@@ -106,6 +106,10 @@ func (s *Session) WriteSegment(hdr []byte, payload [][]byte) error {
 	return err
 }
 
+// Poll implements ddp.LLP: a session cannot receive on a waiter's
+// goroutine (pion's goroutines read the association), so it never does.
+func (s *Session) Poll(context.Context, func() bool) bool { return false }
+
 // Flush implements ddp.LLP: WriteSegment has queued each chunk already
 // (SCTP carries each segment as its own message, and SCTP's send queue
 // holds copies).
@@ -152,7 +156,7 @@ func (s *Session) start() error {
 	// close the session, whose Close waits for these goroutines (which
 	// then return at once).
 	s.wg.Add(2)
-	if err := s.ep.Start(s, ddp.RTRNone); err != nil {
+	if err := s.ep.Start(s, ddp.Start{}); err != nil {
 		s.wg.Add(-2)
 		return err
 	}

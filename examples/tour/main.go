@@ -81,7 +81,7 @@ func run(mulpdu, reorder int) error {
 			return nil, nil, nil, nil, err
 		}
 		end.Attach(qp.Stream())
-		return qp, pd, scq, rcq, qp.Start(end, ddp.RTRNone)
+		return qp, pd, scq, rcq, qp.Start(end, ddp.Start{})
 	}
 	alice, apd, ascq, _, err := mk("alice", ea)
 	if err != nil {

@@ -9,6 +9,7 @@
 package llptest
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -123,6 +124,9 @@ func (e *End) MULPDU() int { return e.mulpdu }
 // Flush implements ddp.LLP: WriteSegment has already copied and queued
 // every segment.
 func (e *End) Flush() error { return nil }
+
+// Poll implements ddp.LLP: the pipe's own goroutine delivers.
+func (e *End) Poll(context.Context, func() bool) bool { return false }
 
 // WriteSegment implements ddp.LLP: it copies the segment into a pooled
 // packet buffer and queues it for the other end.

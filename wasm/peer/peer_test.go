@@ -30,10 +30,10 @@ func pairOver(t *testing.T, opt llptest.Options) (a, b *Peer, ctx context.Contex
 	}
 	ea.Attach(a.QP.Stream())
 	eb.Attach(b.QP.Stream())
-	if err := a.QP.Start(ea, ddp.RTRNone); err != nil {
+	if err := a.QP.Start(ea, ddp.Start{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QP.Start(eb, ddp.RTRNone); err != nil {
+	if err := b.QP.Start(eb, ddp.Start{}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 2)

@@ -1,0 +1,173 @@
+//go:build !js
+
+package mpa
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+)
+
+// The receive side of Full Operation is held by one goroutine at a time,
+// the one holding the receive token (Conn.rx): the connection's receive
+// goroutine (readLoop), or a goroutine that waits for completions that
+// only this connection's FPDUs can bring (Poll, from rdmap's
+// CompletionQueue.Wait). A waiter that holds the token reads the socket
+// itself, so that the network wakes it as it wakes a plain TCP reader;
+// otherwise the receive goroutine wakes and then wakes the waiter, and on
+// a small machine that hand-off is a large part of a small message's
+// round trip (docs/performance.md).
+//
+// A waiter that finds the token taken asks for it (want) and waits on its
+// completion queue as usual; the receive goroutine hands the token over
+// after the FPDU it is reading and sleeps. It takes the token back when a
+// whole lease has passed in which the token was free and no waiter came
+// back for it: FPDUs that nobody waits for (RDMA Writes, Read Requests, a
+// Terminate) then wait at most two leases. While it sleeps it looks at the
+// token holder's context every lease and interrupts the holder's read
+// when the context has ended (a read deadline in the past); the Reader
+// keeps whatever part of an FPDU it had read for the next holder. So a
+// waiter's round trip sets no timer and allocates nothing, and a waiter
+// sees its context end within a lease.
+
+// lease is how long the token may stay unused before the receive
+// goroutine takes it back.
+const lease = 5 * time.Millisecond
+
+// longAgo is a read deadline that has passed: it interrupts a read.
+var longAgo = time.Unix(1, 0)
+
+// errInterrupted is what receive returns for a read that a waiter's
+// context interrupted.
+var errInterrupted = errors.New("mpa: read interrupted")
+
+// canPoll reports whether a waiter may read the connection itself: a
+// plain TCP connection, whose reads a past deadline interrupts cleanly.
+func (c *Conn) canPoll() bool {
+	_, ok := c.nc.(*net.TCPConn)
+	return ok
+}
+
+// Poll implements ddp.LLP: it receives on the calling goroutine until done
+// reports true (then it returns true), ctx ends, or the stream ends.
+func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
+	if !c.canPoll() || c.rxEnded.Load() || c.isClosed() {
+		return false
+	}
+	if !c.rx.TryLock() {
+		c.want.Store(true)
+		return false
+	}
+	c.kmu.Lock()
+	c.holderCtx = ctx
+	c.kmu.Unlock()
+	ok := true
+	for ok && !done() {
+		ok = !c.rxEnded.Load() && !c.isClosed() && ctx.Err() == nil && c.receive() == nil
+	}
+	c.kmu.Lock()
+	c.holderCtx = nil
+	c.kmu.Unlock()
+	c.rx.Unlock()
+	c.releases.Add(1)
+	return ok
+}
+
+// kickIfDone interrupts the token holder's read if its context has ended.
+func (c *Conn) kickIfDone() {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	if c.holderCtx != nil && c.holderCtx.Err() != nil && !c.kicked.Load() {
+		c.kicked.Store(true)
+		c.nc.SetReadDeadline(longAgo)
+	}
+}
+
+// unkick clears what kick set. The caller holds the token.
+func (c *Conn) unkick() {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	if c.kicked.Swap(false) {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// readLoop is the receive goroutine. While it holds the token it reads
+// each FPDU whole, verified (RFC 5044 §6), and hands its DDP segment to
+// the stream, which places it then; it gives the token to a waiter that
+// asks. After the stream stops it reads on, placing nothing ("DDP MUST
+// silently drop any subsequent incoming DDP Segments", RFC 5041 §7.1),
+// until the peer closes.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.rxDone)
+	for {
+		c.rx.Lock()
+		for c.isClosed() || !c.want.Load() {
+			if c.rxEnded.Load() {
+				c.rx.Unlock()
+				return
+			}
+			if err := c.receive(); err != nil && err != errInterrupted {
+				c.rx.Unlock()
+				return
+			}
+		}
+		c.want.Store(false)
+		seen := c.releases.Load()
+		c.rx.Unlock()
+		c.sleep(seen)
+	}
+}
+
+// sleep waits until the token has been free for a whole lease in which
+// no waiter let go of it, or the connection closes.
+func (c *Conn) sleep(seen uint64) {
+	t := time.NewTicker(lease)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-c.closed:
+			return
+		}
+		if r := c.releases.Load(); r != seen {
+			seen = r
+			continue
+		}
+		if c.rx.TryLock() {
+			c.rx.Unlock()
+			return
+		}
+		c.kickIfDone()
+	}
+}
+
+// receive reads one FPDU and hands its segment to the stream. The caller
+// holds the token. It returns errInterrupted when a waiter's context
+// interrupted the read, and any other error once the receive side has
+// ended (it reported why to the stream).
+func (c *Conn) receive() error {
+	seg, err := c.r.Next()
+	if err != nil {
+		if errors.Is(err, errInterrupted) {
+			c.unkick()
+			return errInterrupted
+		}
+		c.rxEnded.Store(true)
+		c.fail(c.ep.Stream(), err)
+		return err
+	}
+	// The initiator is in Full Operation: rule 4 is met, and whatever
+	// this FPDU holds may be answered, a Terminate included.
+	c.firstOnce.Do(func() { close(c.firstRx) })
+	if c.ep.Stream().Receive(c.seq, seg) == nil {
+		c.seq++
+	}
+	return nil
+}
+
+var _ ddp.LLP = (*Conn)(nil)
