@@ -275,8 +275,12 @@ func (c *Conn) run(rtr ddp.RTR) error {
 	// Counted before the endpoint starts: from then on its Close may
 	// close the connection, whose Close waits for these goroutines.
 	c.wg.Add(2)
+	// The receive goroutine starts with the token: no waiter may read
+	// before it has started.
+	c.rx.Lock()
 	if err := c.ep.Start(c, ddp.Start{RTR: rtr, ReceiveFirst: c.responder}); err != nil {
 		c.wg.Add(-2)
+		c.rx.Unlock()
 		return err
 	}
 	go c.readLoop()

@@ -104,8 +104,8 @@ func (c *Conn) unkick() {
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.rxDone)
+	// run took the token for this goroutine.
 	for {
-		c.rx.Lock()
 		for c.isClosed() || !c.want.Load() {
 			if c.rxEnded.Load() {
 				c.rx.Unlock()
@@ -123,8 +123,9 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// sleep waits until the token has been free for a whole lease in which
-// no waiter let go of it, or the connection closes.
+// sleep returns holding the token again: once the token has been free for
+// a whole lease in which no waiter let go of it, or when the connection
+// closes (it then reads until the peer's FIN).
 func (c *Conn) sleep(seen uint64) {
 	t := time.NewTicker(lease)
 	defer t.Stop()
@@ -132,6 +133,7 @@ func (c *Conn) sleep(seen uint64) {
 		select {
 		case <-t.C:
 		case <-c.closed:
+			c.rx.Lock()
 			return
 		}
 		if r := c.releases.Load(); r != seen {
@@ -139,9 +141,10 @@ func (c *Conn) sleep(seen uint64) {
 			continue
 		}
 		if c.rx.TryLock() {
-			c.rx.Unlock()
 			return
 		}
+		// A waiter holds the token, in a read: its context may have
+		// ended since.
 		c.kickIfDone()
 	}
 }

@@ -134,7 +134,9 @@ func (s *server) stop() {
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
-		s.t.Fatal("serve did not stop on SIGINT")
+		s.cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(time.Second)
+		s.t.Fatalf("serve did not stop on SIGINT: %s", s.stderr)
 	}
 	if err := s.cmd.Wait(); err != nil {
 		s.t.Fatalf("serve exited with %v; stderr: %s", err, s.stderr)

@@ -160,6 +160,7 @@ func TestServeConcurrentAndSIGINT(t *testing.T) {
 		}
 		start := time.Now()
 		s.stop()
+		t.Logf("%s stopped in %v", url, time.Since(start))
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%s: serve took %v to stop", url, d)
 		}
