@@ -3,6 +3,8 @@ package rdmap
 import (
 	"errors"
 	"fmt"
+
+	"github.com/iwarpgo/iwarp/ddp"
 )
 
 // SGE is one scatter/gather element: Length octets of MR from Offset.
@@ -70,6 +72,14 @@ var (
 	ErrSendQueue    = errors.New("rdmap: the send queue is full")
 	ErrRecvQueue    = errors.New("rdmap: the receive queue is full")
 	ErrInlineTooBig = errors.New("rdmap: inline data is larger than the queue pair's MaxInline")
+)
+
+// How a stream's LLP stream ended, as QueuePair.Err and the flushed
+// completions report it (test with errors.Is): the peer disconnected in
+// order (EventDisconnected), or the stream was lost (EventStreamError).
+var (
+	ErrDisconnected = ddp.ErrDisconnected
+	ErrLLPLost      = ddp.ErrLLPLost
 )
 
 // resolve turns an SGL into slices of registered memory, checking that
