@@ -65,6 +65,16 @@ type Config struct {
 	// until more data comes (docs/transports.md). 0, the default, sends
 	// at once.
 	FirstFPDUDelay time.Duration
+	// MaxStartups bounds a Listener's connections in their startup at
+	// once; MaxPerPeer the connections of one peer IP address, from the
+	// TCP connection until its Conn closes; Backlog the Requests waiting
+	// for Accept. Defaults DefaultMaxStartups, DefaultMaxPerPeer,
+	// DefaultBacklog. Refused, if set, hears of every connection a
+	// Listener refused and why (ErrPeerLimit, ErrBacklog).
+	MaxStartups int
+	MaxPerPeer  int
+	Backlog     int
+	Refused     func(remote net.Addr, why error)
 	// TLS, if set, runs MPA inside TLS over the TCP connection: a client
 	// config for Dial, a server config for Listen. RFC 5042 §5.4.2 finds
 	// TLS inappropriate for an RNIC (it is not a datagram protection); in
@@ -164,22 +174,23 @@ type Conn struct {
 
 	// The receive side (poll.go): rx is the receive token; its holder
 	// owns the Reader and seq.
-	rx       sync.Mutex
-	seq      uint32        // the sequence number of the next segment on the stream
-	want     atomic.Bool   // a waiter asks for the token
-	releases atomic.Uint64 // the times a waiter let go of the token
-	rxEnded  atomic.Bool   // the receive side has ended: nobody reads any more
+	rx        sync.Mutex
+	seq       uint32          // the sequence number of the next segment on the stream
+	want      atomic.Bool     // a waiter asks for the token
+	releases  atomic.Uint64   // the times a waiter let go of the token
+	rxEnded   atomic.Bool     // the receive side has ended: nobody reads any more
 	kicked    atomic.Bool     // the read deadline is in the past (kickIfDone)
 	kmu       sync.Mutex      // guards holderCtx; serialises kickIfDone and unkick
 	holderCtx context.Context // the context of the waiter holding the token
 
+	onClose    func() // the Listener's count of the peer's connections
 	closeOnce  sync.Once
 	closed     chan struct{}
 	rxDone     chan struct{} // the receive goroutine has ended
 	firstTimer *time.Timer   // awaitFirst's
-	wg        sync.WaitGroup
-	mu        sync.Mutex // guards err
-	err       error
+	wg         sync.WaitGroup
+	mu         sync.Mutex // guards err
+	err        error
 }
 
 // Negotiated returns what the startup settled.
@@ -251,6 +262,9 @@ func (c *Conn) Close() error {
 			t.Stop()
 		}
 		c.nc.Close()
+		if c.onClose != nil {
+			c.onClose()
+		}
 	})
 	c.wg.Wait()
 	return nil

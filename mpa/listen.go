@@ -1,0 +1,364 @@
+//go:build !js
+
+package mpa
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+)
+
+// The defaults of a Listener's limits (Config): they hold on a small
+// machine, and a Go program that serves more raises them.
+const (
+	DefaultMaxStartups = 256
+	DefaultMaxPerPeer  = 64
+	DefaultBacklog     = 64
+)
+
+// Why a Listener refused a connection (Config.Refused).
+var (
+	// ErrPeerLimit: the peer's address already has MaxPerPeer connections
+	// here (starting up, waiting for Accept, or accepted and open). The
+	// TCP connection is closed before anything is read from it.
+	ErrPeerLimit = errors.New("mpa: the peer's connection limit is reached")
+	// ErrBacklog: the Request waited for a place in Accept's queue, or
+	// for Accept, until its handshake time ran out; it was rejected
+	// (an MPA Reply with the R bit).
+	ErrBacklog = errors.New("mpa: the application did not accept in time")
+)
+
+func (c *Config) maxStartups() int { return positive(c.MaxStartups, DefaultMaxStartups) }
+func (c *Config) maxPerPeer() int  { return positive(c.MaxPerPeer, DefaultMaxPerPeer) }
+func (c *Config) backlog() int     { return positive(c.Backlog, DefaultBacklog) }
+
+func positive(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Listener accepts MPA connections as the Responder. It bounds what peers
+// can make it hold: the connections in their startup at once
+// (Config.MaxStartups; the listener stops accepting TCP connections at
+// the limit, and the kernel's queue holds the rest), the connections of
+// one peer address (MaxPerPeer: from its startup until its Conn closes;
+// further ones are closed at once), the Requests waiting for Accept
+// (Backlog), and the time each may take (HandshakeTimeout, from the TCP
+// connection to the Request, from the Request to Accept, and from the
+// Reply to the initiator's RTR).
+type Listener struct {
+	ln       net.Listener
+	cfg      Config
+	pending  chan *Request
+	startups chan struct{} // a place per startup in progress
+	done     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+
+	mu    sync.Mutex // guards peers
+	peers map[netip.Addr]int
+}
+
+// Listen listens for TCP connections on addr and runs the Responder's
+// side of the startup on each: it waits, with a timeout, for a valid MPA
+// Request Frame (RFC 5044 §7.1.2 rules 2, 8, 10), and hands the request to
+// Accept. A connection whose Request is improperly formatted is closed. A
+// nil cfg means the defaults.
+func Listen(network, addr string, cfg *Config) (*Listener, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{ln: ln, cfg: *cfg, pending: make(chan *Request, cfg.backlog()),
+		startups: make(chan struct{}, cfg.maxStartups()), done: make(chan struct{}), peers: make(map[netip.Addr]int)}
+	l.wg.Add(1)
+	go l.loop()
+	return l, nil
+}
+
+// Addr returns the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Close stops listening; connections already accepted stay open.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.ln.Close()
+	})
+	l.wg.Wait()
+	for {
+		select {
+		case r := <-l.pending:
+			r.Reject(nil, 0, 0)
+		default:
+			return nil
+		}
+	}
+}
+
+func (l *Listener) loop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case l.startups <- struct{}{}:
+		case <-l.done:
+			return
+		}
+		nc, err := l.ln.Accept()
+		if err != nil {
+			<-l.startups
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		peer := peerAddr(nc.RemoteAddr())
+		if !l.addPeer(peer) {
+			<-l.startups
+			nc.Close()
+			l.refused(nc.RemoteAddr(), ErrPeerLimit)
+			continue
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r, err := l.startup(nc, peer)
+			<-l.startups
+			if err != nil {
+				nc.Close()
+				l.dropPeer(peer)
+				return
+			}
+			t := time.NewTimer(time.Until(r.deadline))
+			defer t.Stop()
+			select {
+			case l.pending <- r:
+			case <-t.C:
+				r.Reject(nil, 0, 0)
+				l.refused(nc.RemoteAddr(), ErrBacklog)
+			case <-l.done:
+				r.Reject(nil, 0, 0)
+			}
+		}()
+	}
+}
+
+// peerAddr is the address connections are counted by: the IP address.
+func peerAddr(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+func (l *Listener) addPeer(p netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers[p] >= l.cfg.maxPerPeer() {
+		return false
+	}
+	l.peers[p]++
+	return true
+}
+
+func (l *Listener) dropPeer(p netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers[p]--; l.peers[p] <= 0 {
+		delete(l.peers, p)
+	}
+}
+
+func (l *Listener) refused(a net.Addr, why error) {
+	if l.cfg.Refused != nil {
+		l.cfg.Refused(a, why)
+	}
+}
+
+func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	deadlineAt := time.Now().Add(l.cfg.handshakeTimeout())
+	done := deadline(ctx, nc, l.cfg.handshakeTimeout())
+	defer done()
+	if l.cfg.TLS != nil {
+		tc := tls.Server(nc, l.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, err
+		}
+		nc = tc
+	}
+	if l.cfg.Trace != nil {
+		nc = tracedConn{nc, l.cfg.Trace}
+	}
+	req, err := ReadFrame(nc)
+	if err != nil {
+		return nil, err
+	}
+	if req.Reply {
+		return nil, invalidFrame("an MPA Reply Frame where a Request was due: both ends started as Responder")
+	}
+	r := &Request{l: l, nc: nc, req: req, Revision: int(req.Rev), peer: peer, deadline: deadlineAt.Add(l.cfg.handshakeTimeout())}
+	e, ulp, ok := req.Enhancement()
+	r.PrivateData = append([]byte(nil), ulp...)
+	if ok {
+		r.Enhanced = &e
+	}
+	return r, nil
+}
+
+// Accept returns the next connection whose MPA Request is valid, for the
+// ULP to accept or reject. A Request that waited longer than the
+// handshake timeout is rejected and skipped: its initiator has given up.
+func (l *Listener) Accept(ctx context.Context) (*Request, error) {
+	for {
+		select {
+		case r := <-l.pending:
+			if time.Now().After(r.deadline) {
+				r.Reject(nil, 0, 0)
+				l.refused(r.RemoteAddr(), ErrBacklog)
+				continue
+			}
+			return r, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// Request is a received MPA Request Frame waiting for the ULP.
+type Request struct {
+	l        *Listener
+	nc       net.Conn
+	req      Frame
+	peer     netip.Addr
+	deadline time.Time // when the initiator is taken to have given up
+
+	Revision    int
+	PrivateData []byte            // the initiator's Private Data (after any enhanced data)
+	Enhanced    *ddp.EnhancedData // the initiator's IRD/ORD and RTR flags (RFC 6581)
+
+	once sync.Once
+}
+
+// RemoteAddr returns the initiator's address.
+func (r *Request) RemoteAddr() net.Addr { return r.nc.RemoteAddr() }
+
+var errDecided = errors.New("mpa: the request was already accepted or rejected")
+
+// Accept sends the MPA Reply Frame with the listener's settings and
+// privateData and starts ep on the connection. IRD and ORD are negotiated
+// as RFC 6581 §9.1 says.
+func (r *Request) Accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
+	err := errDecided
+	var c *Conn
+	r.once.Do(func() {
+		c, err = r.accept(ep, privateData)
+		if err != nil {
+			r.nc.Close()
+			r.l.dropPeer(r.peer)
+		}
+	})
+	return c, err
+}
+
+func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
+	cfg := &r.l.cfg
+	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
+	var neg Negotiated
+	if offer := r.Enhanced; offer != nil {
+		// "If the responder receives an enhanced MPA message, it MUST
+		// respond with an enhanced MPA message." (RFC 6581 §10)
+		ird, ord := ep.ReadLimits()
+		mine, newORD := ddp.Answer(*offer, ird, ord, responderRTRs)
+		if newORD != ord {
+			if err := ep.SetORD(newORD); err != nil {
+				return nil, err
+			}
+		}
+		rep.Enhanced = true
+		rep.PrivateData = append(mine.Append(nil), privateData...)
+		neg.PeerIRDORD, neg.LocalIRDORD = offer, &mine
+		neg.PeerToPeer = mine.PeerToPeer
+	}
+	if err := rep.Validate(); err != nil {
+		return nil, err
+	}
+	done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
+	_, err := r.nc.Write(rep.Append(nil))
+	done()
+	if err != nil {
+		return nil, err
+	}
+	fromInit, fromResp := Negotiate(&r.req, &rep)
+	neg.Revision, neg.CRC = int(rep.Rev), fromInit.CRC
+	neg.MarkersTx, neg.MarkersRx = fromResp.Markers, fromInit.Markers
+	neg.PeerData = r.PrivateData
+	fromResp.MaxULPDU = maxSend(r.nc, fromResp.Markers)
+	c := newConn(r.nc, ep, cfg, neg, fromResp, fromInit, true)
+	c.onClose = func() { r.l.dropPeer(r.peer) }
+	if neg.PeerToPeer {
+		// The startup ends with the initiator's RTR indication (RFC 6581
+		// §9.3): one that does not come in time ends the connection, as a
+		// Request that does not come does (rule 10).
+		c.awaitFirst(cfg.handshakeTimeout())
+	}
+	if err := c.run(ddp.RTRNone); err != nil {
+		if c.firstTimer != nil {
+			c.firstTimer.Stop()
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reject sends an MPA Reply Frame with the Rejected Connection bit and
+// privateData, then closes the connection (RFC 5044 §7.1.2 rule 2). For an
+// enhanced Request the Reply carries this end's IRD and ORD.
+func (r *Request) Reject(privateData []byte, ird, ord int) error {
+	err := errDecided
+	r.once.Do(func() {
+		defer r.l.dropPeer(r.peer)
+		defer r.nc.Close()
+		cfg := &r.l.cfg
+		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
+		if r.Enhanced != nil {
+			e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
+			rep.Enhanced = true
+			rep.PrivateData = append(e.Append(nil), privateData...)
+		}
+		if err = rep.Validate(); err != nil {
+			return
+		}
+		done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
+		defer done()
+		_, err = r.nc.Write(rep.Append(nil))
+	})
+	return err
+}
