@@ -39,6 +39,7 @@ func (a Access) String() string {
 // Errors from memory registration.
 var (
 	ErrTooManySTags = errors.New("rdmap: no free STag: the device's registration limit is reached")
+	ErrPDLimit      = errors.New("rdmap: the protection domain's registration limit is reached")
 	ErrInvalidSTag  = errors.New("rdmap: the STag is not valid (never registered, deregistered or invalidated)")
 	ErrWrongPD      = errors.New("rdmap: the STag belongs to another protection domain")
 	ErrBounds       = errors.New("rdmap: the range is outside the registered memory")
@@ -97,7 +98,23 @@ func (d *Device) event(e AsyncEvent) {
 type ProtectionDomain struct {
 	dev *Device
 	id  uint32
-	qps int // queue pairs made in the domain and not yet closed; guarded by dev.mu
+	// Guarded by dev.mu.
+	qps      int   // queue pairs made in the domain and not yet closed
+	stags    int   // STags registered in the domain (regions and windows)
+	bytes    int64 // octets of its memory regions
+	maxSTags int   // SetLimits; 0: no limit of its own
+	maxBytes int64
+}
+
+// SetLimits bounds the STags (memory regions and windows) and the octets
+// of memory regions that can be registered in the domain at once, below
+// the device's own limits: what one peer's connection can make a program
+// hold, when each connection has a domain of its own. 0 means no limit of
+// the domain's own. Registrations beyond fail with ErrPDLimit.
+func (pd *ProtectionDomain) SetLimits(maxSTags int, maxBytes int64) {
+	pd.dev.mu.Lock()
+	defer pd.dev.mu.Unlock()
+	pd.maxSTags, pd.maxBytes = maxSTags, maxBytes
 }
 
 // NewProtectionDomain allocates a protection domain.
@@ -161,6 +178,16 @@ func (d *Device) insert(r *region) error {
 	if len(d.stags) >= d.max {
 		return ErrTooManySTags
 	}
+	pd := r.pd
+	n := int64(len(r.mem))
+	if r.parent != nil {
+		n = 0 // a window's memory is its region's
+	}
+	if (pd.maxSTags > 0 && pd.stags >= pd.maxSTags) || (pd.maxBytes > 0 && pd.bytes+n > pd.maxBytes) {
+		return fmt.Errorf("%w (%d STags, %d octets registered; limits %d, %d)", ErrPDLimit, pd.stags, pd.bytes, pd.maxSTags, pd.maxBytes)
+	}
+	pd.stags++
+	pd.bytes += n
 	for {
 		idx := d.rng.Uint32() & 0xffffff
 		if d.fixedIndex != 0 {
@@ -194,9 +221,20 @@ func (m *MemoryRegion) Deregister() error {
 	if m.r.windows > 0 {
 		return ErrWindowBound
 	}
-	m.r.valid = false
-	delete(d.stags, m.r.stag>>8)
+	d.remove(m.r)
 	return nil
+}
+
+// remove takes r out of the STag namespace. The caller holds d.mu.
+func (d *Device) remove(r *region) {
+	r.valid = false
+	delete(d.stags, r.stag>>8)
+	r.pd.stags--
+	if r.parent != nil {
+		r.parent.windows--
+	} else {
+		r.pd.bytes -= int64(len(r.mem))
+	}
 }
 
 // MemoryWindow is a narrower view of a memory region with its own STag.
@@ -267,43 +305,63 @@ func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote bool) erro
 	if r.windows > 0 {
 		return ErrWindowBound
 	}
-	r.valid = false
-	delete(d.stags, stag>>8)
-	if r.parent != nil {
-		r.parent.windows--
+	d.remove(r)
+	return nil
+}
+
+// stagFault is why an STag does not allow a peer's access.
+type stagFault uint8
+
+const (
+	stagOK            stagFault = iota
+	stagInvalid                 // unknown, deregistered or invalidated
+	stagNotAssociated           // another protection domain's
+	stagRights                  // lacks the rights the access needs
+)
+
+// ddp returns the fault as DDP's tagged buffer error (RFC 5041 §7.2).
+// RFC 5041 has no access-rights code; a buffer that does not allow the
+// placement is not a valid target STag (ddp's documentation).
+func (f stagFault) ddp() *term.Error {
+	switch f {
+	case stagInvalid, stagRights:
+		return term.DDPInvalidSTag
+	case stagNotAssociated:
+		return term.DDPSTagNotAssociated
+	}
+	return nil
+}
+
+// rdmap returns the fault as RDMAP's remote protection error (RFC 5040
+// Figure 9).
+func (f stagFault) rdmap() *term.Error {
+	switch f {
+	case stagInvalid:
+		return term.RDMAPInvalidSTag
+	case stagNotAssociated:
+		return term.RDMAPSTagNotAssociated
+	case stagRights:
+		return term.RDMAPAccessRights
 	}
 	return nil
 }
 
 // lookup resolves an STag for a peer's access: it must exist, be valid,
-// belong to pd, and grant need; off and n must fall inside it. Errors are
-// the DDP tagged codes (RFC 5041 §7.2) or RDMAP's remote protection codes
-// (RFC 5040 Figure 9), as rdmapLayer asks.
-func (d *Device) lookup(pd *ProtectionDomain, stag uint32, need Access, rdmapLayer bool) (*region, *term.Error) {
+// belong to pd, and grant need.
+func (d *Device) lookup(pd *ProtectionDomain, stag uint32, need Access) (*region, stagFault) {
 	d.mu.RLock()
 	r := d.stags[stag>>8]
 	ok := r != nil && r.stag == stag && r.valid
 	d.mu.RUnlock()
 	switch {
 	case !ok:
-		if rdmapLayer {
-			return nil, term.RDMAPInvalidSTag
-		}
-		return nil, term.DDPInvalidSTag
+		return nil, stagInvalid
 	case r.pd != pd:
-		if rdmapLayer {
-			return nil, term.RDMAPSTagNotAssociated
-		}
-		return nil, term.DDPSTagNotAssociated
+		return nil, stagNotAssociated
 	case r.access&need != need:
-		if rdmapLayer {
-			return nil, term.RDMAPAccessRights
-		}
-		// RFC 5041 has no access-rights code; a buffer that does not
-		// allow the placement is not a valid target STag (ddp's doc).
-		return nil, term.DDPInvalidSTag
+		return nil, stagRights
 	}
-	return r, nil
+	return r, stagOK
 }
 
 func (r *region) tagged() ddp.TaggedBuffer { return ddp.TaggedBuffer{Mem: r.mem, Base: r.base} }

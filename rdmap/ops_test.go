@@ -177,6 +177,48 @@ func TestSTagAllocation(t *testing.T) {
 	}
 }
 
+// A domain's limits hold one peer's connection to its share: the domain at
+// its limit refuses, another domain of the same device still registers,
+// and deregistering (or invalidating a window) gives the room back.
+func TestPDLimits(t *testing.T) {
+	dev := NewDevice(DeviceConfig{})
+	a, b := dev.NewProtectionDomain(), dev.NewProtectionDomain()
+	a.SetLimits(3, 1000)
+	mr1, err := a.RegisterMemory(make([]byte, 600), 0, RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RegisterMemory(make([]byte, 401), 0, RemoteWrite); !errors.Is(err, ErrPDLimit) {
+		t.Fatalf("1001 octets in a domain limited to 1000: %v", err)
+	}
+	mr2, err := a.RegisterMemory(make([]byte, 400), 0, RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mr1.BindWindow(0, 100, RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mr2.BindWindow(0, 10, RemoteWrite); !errors.Is(err, ErrPDLimit) {
+		t.Fatalf("a fourth STag in a domain limited to 3: %v", err)
+	}
+	if _, err := b.RegisterMemory(make([]byte, 1<<20), 0, RemoteWrite); err != nil {
+		t.Fatalf("another domain of the device: %v", err)
+	}
+	if err := a.Invalidate(w.STag()); err != nil {
+		t.Fatal(err)
+	}
+	if err := mr2.Deregister(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RegisterMemory(make([]byte, 400), 0, 0); err != nil {
+		t.Fatalf("after deregistering: %v", err)
+	}
+	if _, err := a.RegisterMemory(make([]byte, 1), 0, 0); !errors.Is(err, ErrPDLimit) {
+		t.Fatalf("1001 octets again: %v", err)
+	}
+}
+
 func TestKeyChangesOnReRegistration(t *testing.T) {
 	dev := NewDevice(DeviceConfig{})
 	dev.fixedIndex = 0x123456
@@ -505,8 +547,8 @@ func TestRemoteInvalidateSharedSTag(t *testing.T) {
 	}
 	// The STag is still valid: the Write that follows on another stream
 	// could still use it.
-	if _, e := c.dev.lookup(c.pd, c.src.STag(), RemoteWrite, false); e != nil {
-		t.Fatalf("the shared STag was invalidated: %v", e)
+	if _, f := c.dev.lookup(c.pd, c.src.STag(), RemoteWrite); f != stagOK {
+		t.Fatalf("the shared STag was invalidated: %v", f.ddp())
 	}
 	// Locally it can be invalidated.
 	if err := c.pd.Invalidate(c.src.STag()); err != nil {

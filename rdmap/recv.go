@@ -38,8 +38,8 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 		// associated to this RDMAP Stream". Checked here, before the
 		// payload is placed, as well as when the Send is delivered.
 		stag := u32(h.RsvdULP[1:5])
-		if _, e := qp.pd.dev.lookup(qp.pd, stag, 0, true); e != nil {
-			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %s", stag, e.Name())
+		if _, f := qp.pd.dev.lookup(qp.pd, stag, 0); f != stagOK {
+			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %s", stag, f.rdmap().Name())
 		}
 		if qp.pd.dev.shared(qp.pd, stag) {
 			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %v", stag, ErrSharedSTag)
@@ -77,9 +77,9 @@ func (r *receiver) TaggedBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
 			return ddp.TaggedBuffer{}, term.DDPInvalidSTag.With("Read Response to STag %#08x; the outstanding Read Request named %#08x", h.STag, want)
 		}
 	}
-	reg, e := qp.pd.dev.lookup(qp.pd, h.STag, need, false)
-	if e != nil {
-		return ddp.TaggedBuffer{}, e.With("STag %#08x", h.STag)
+	reg, f := qp.pd.dev.lookup(qp.pd, h.STag, need)
+	if f != stagOK {
+		return ddp.TaggedBuffer{}, f.ddp().With("STag %#08x", h.STag)
 	}
 	return reg.tagged(), nil
 }
@@ -162,7 +162,8 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// validate the Data Source STag and Data Source Tagged Offset ...
 	// and MUST respond with a zero-length RDMA Read Response Message."
 	if rr.RDMARDSZ > 0 {
-		reg, e := qp.pd.dev.lookup(qp.pd, rr.SrcSTag, RemoteRead, true)
+		reg, f := qp.pd.dev.lookup(qp.pd, rr.SrcSTag, RemoteRead)
+		e := f.rdmap()
 		if e == nil {
 			n := uint64(rr.RDMARDSZ)
 			switch {
