@@ -37,6 +37,18 @@ func Dial(ctx context.Context, network, addr string, ep ddp.Endpoint, cfg *Confi
 	return c, nil
 }
 
+// Client runs the Initiator's startup over nc, a connection the caller
+// made (from a chosen local address, through a proxy, ...), and starts ep
+// on it, as Dial does after connecting. On an error the caller closes nc.
+func Client(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.handshakeTimeout())
+	defer cancel()
+	return initiate(ctx, nc, ep, cfg)
+}
+
 func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
 	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -109,6 +111,26 @@ func startServe(t *testing.T, args ...string) *server {
 	return s
 }
 
+// nextOf returns the next event, whose kind must be one of kinds.
+func (s *server) nextOf(kinds ...string) map[string]any {
+	s.t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			s.t.Fatalf("serve ended waiting for %q; stderr: %s", kinds, s.stderr)
+		}
+		for _, k := range kinds {
+			if ev["event"] == k {
+				return ev
+			}
+		}
+		s.t.Fatalf("event %v, want one of %q", ev, kinds)
+	case <-time.After(15 * time.Second):
+		s.t.Fatalf("no %q event; stderr: %s", kinds, s.stderr)
+	}
+	return nil
+}
+
 // next returns the next event, which must be of kind kind.
 func (s *server) next(kind string) map[string]any {
 	s.t.Helper()
@@ -162,19 +184,62 @@ func dialServer(t *testing.T, url string, link linkFlags) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cl, adv := newClient(t)
+	cl.c, err = dial(context.Background(), ep, &link, nil, cl.qp, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.advertised(adv)
+	return cl
+}
+
+// dialServerFrom connects to a tcp:// serve from the local IP address
+// from.
+func dialServerFrom(t *testing.T, from, url string) *client {
+	t.Helper()
+	cl, adv := newClient(t)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", strings.TrimPrefix(url, "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := mpa.Client(context.Background(), nc, cl.qp, nil)
+	if err != nil {
+		nc.Close()
+		t.Fatal(err)
+	}
+	cl.c = &conn{info: mpaInfo(mc, nc.RemoteAddr()), qp: cl.qp}
+	cl.advertised(adv)
+	return cl
+}
+
+func newClient(t *testing.T) (*client, *rdmap.MemoryRegion) {
 	cl := &client{t: t, dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
 	cl.pd = cl.dev.NewProtectionDomain()
 	cl.scq, cl.rcq = cl.dev.NewCompletionQueue(256), cl.dev.NewCompletionQueue(256)
+	var err error
 	cl.qp, err = cl.pd.NewQueuePair(rdmap.QPConfig{SendCQ: cl.scq, RecvCQ: cl.rcq})
 	if err != nil {
 		t.Fatal(err)
 	}
 	adv := cl.reg(make([]byte, 64))
 	cl.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 64}}})
-	cl.c, err = dial(context.Background(), ep, &link, nil, cl.qp, io.Discard)
-	if err != nil {
+	return cl, adv
+}
+
+// write RDMA Writes data at offset off of the served region and waits
+// for its completion.
+func (cl *client) write(t *testing.T, off uint64, data []byte) {
+	t.Helper()
+	if err := cl.qp.PostWrite(rdmap.WriteWR{ID: 9, SGL: []rdmap.SGE{{MR: cl.reg(data), Length: uint32(len(data))}}, RemoteSTag: cl.stag, RemoteTO: cl.to + off}); err != nil {
 		t.Fatal(err)
 	}
+	cl.wait(cl.scq)
+}
+
+// advertised waits for serve's advertisement of its region in adv.
+func (cl *client) advertised(adv *rdmap.MemoryRegion) {
+	t := cl.t
 	t.Cleanup(cl.close)
 	cp := cl.wait(cl.rcq)
 	if cp.ByteLen != 16 {
@@ -182,7 +247,6 @@ func dialServer(t *testing.T, url string, link linkFlags) *client {
 	}
 	b := adv.Bytes()
 	cl.stag, cl.to, cl.length = binary.BigEndian.Uint32(b), binary.BigEndian.Uint64(b[4:]), binary.BigEndian.Uint32(b[12:])
-	return cl
 }
 
 func (cl *client) reg(b []byte) *rdmap.MemoryRegion {

@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,12 @@ Send whose 16-byte payload advertises the region, big-endian:
 	STag (u32) | TO (u64) | length (u32)
 
 It serves many connections at once and stops cleanly on SIGINT or SIGTERM.
+What a peer can make it hold is bounded: --max-conns connections in all,
+--max-conns-per-peer from one IP address, --mem-budget octets of regions
+and buffers in all (a connection that would exceed a limit is rejected
+with MPA's R bit or a DDP Stream Session Reject, and reported as a
+"refused" event), and a connection on which nothing arrives or leaves for
+--idle-timeout is closed.
 For sctp:// it uses a self-signed certificate (or --cert/--key) and prints
 its fingerprint for clients to pin; with --psk both ends share a key
 instead. Without --psk clients are not authenticated (it says so).
@@ -75,6 +83,8 @@ With --json, stdout has one JSON object per line, its kind in "event";
 	 "name":"Tagged Buffer Error / Invalid Steering Tag","detail":".."}
 	{"event":"closed","conn":1,"mr_sha256":".."}   (the region's final contents)
 	{"event":"observed","demo":"127.0.0.1:8080","tab":3}   (with --observe)
+	{"event":"refused","peer":"127.0.0.1:50001","reason":".."}
+	{"event":"idle","conn":1}   (closed after --idle-timeout)
 
 Numbers (STag, TO, layer, etype, ecode) are JSON numbers.
 
@@ -93,6 +103,16 @@ type serveOptions struct {
 	observe   string
 	link      linkFlags
 	demo      *demoLink // set when --observe joined a demo
+
+	maxConns        int
+	maxConnsPerPeer int
+	memBudget       int64
+	idleTimeout     time.Duration
+}
+
+// connBytes is what one connection of serve holds in regions and buffers.
+func (o *serveOptions) connBytes() int64 {
+	return int64(o.mrSize) + int64(o.recvDepth)*int64(o.recvSize) + 16
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -109,6 +129,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.recvSize, "recv-size", 65536, "bytes of each receive buffer")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout")
 	fs.StringVar(&o.observe, "observe", "", "stream every connection's placements to the `ADDR`ess of a running 'iwarp demo', where a page can watch them")
+	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once, in all")
+	fs.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 16, "connections served at once from one IP address")
+	fs.Int64Var(&o.memBudget, "mem-budget", 1<<30, "octets of regions and receive buffers, in all connections")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection on which nothing arrives or leaves for this long (0: never)")
 	o.link.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -131,6 +155,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.recvDepth <= 0 || o.recvDepth > 4096 {
 		return usagef("--recv-depth must be between 1 and 4096")
+	}
+	if o.maxConns <= 0 || o.maxConnsPerPeer <= 0 {
+		return usagef("--max-conns and --max-conns-per-peer must be at least 1")
+	}
+	if o.memBudget < o.connBytes() {
+		return usagef("--mem-budget of %d octets does not hold one connection's %d", o.memBudget, o.connBytes())
 	}
 	if o.recvSize <= 0 || o.recvSize > 16<<20 {
 		return usagef("--recv-size must be between 1 and 16 MiB")
@@ -199,6 +229,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 	}
 
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	lim := newConnLimits(o)
 	var wg sync.WaitGroup
 	n := 0
 	for {
@@ -206,10 +237,17 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		if err != nil {
 			break
 		}
+		release, why := lim.take(p.peer)
+		if why != "" {
+			p.reject()
+			log.emit(map[string]any{"event": "refused", "peer": p.peer, "reason": why}, fmt.Sprintf("refused %s: %s", p.peer, why))
+			continue
+		}
 		n++
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
+			defer release()
 			if err := serveConn(ctx, dev, p, id, o, log); err != nil {
 				fmt.Fprintf(stderr, "iwarp serve: connection %d from %s: %v\n", id, p.peer, err)
 			}
@@ -223,6 +261,8 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 // serveConn runs one connection until it ends or ctx is done.
 func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *serveOptions, log *eventLog) error {
 	pd := dev.NewProtectionDomain()
+	// What the connection registers, and nothing more.
+	pd.SetLimits(o.recvDepth+2, o.connBytes())
 	mem := make([]byte, o.mrSize)
 	for i := range mem {
 		mem[i] = byte(i % 251)
@@ -256,7 +296,12 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	// receive completion follows.
 	var msnMu sync.Mutex
 	var msns []uint32
+	var active atomic.Int64 // when something last arrived or left, in Unix nanoseconds
+	active.Store(time.Now().UnixNano())
 	obs := trace.Func(func(e trace.Event) {
+		if e.Kind == trace.SegmentSent || e.Kind == trace.SegmentPlaced {
+			active.Store(time.Now().UnixNano())
+		}
 		switch e.Kind {
 		case trace.MessageDelivered:
 			if !e.Tagged && e.QN == rdmap.QNSend {
@@ -357,9 +402,31 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 			handle(cp)
 		}
 	}()
+	idle := make(chan struct{})
+	if o.idleTimeout > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(o.idleTimeout / 4)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					if time.Since(time.Unix(0, active.Load())) >= o.idleTimeout {
+						close(idle)
+						return
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
 	select {
 	case <-qp.Terminated():
 	case <-ctx.Done():
+	case <-idle:
+		log.emit(map[string]any{"event": "idle", "conn": id}, fmt.Sprintf("conn %d: closing: nothing moved for %v", id, o.idleTimeout))
 	}
 	cancel()
 	<-done
@@ -380,6 +447,52 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	log.emit(map[string]any{"event": "closed", "conn": id, "mr_sha256": hex.EncodeToString(sum[:])},
 		fmt.Sprintf("conn %d: closed; region sha256 %x", id, sum))
 	return nil
+}
+
+// connLimits bounds serve's connections: in all, per peer IP address, and
+// by the octets they register.
+type connLimits struct {
+	o     *serveOptions
+	mu    sync.Mutex
+	conns int
+	bytes int64
+	peers map[string]int
+}
+
+func newConnLimits(o *serveOptions) *connLimits {
+	return &connLimits{o: o, peers: make(map[string]int)}
+}
+
+// take makes room for a connection from peer (host:port), or says why
+// there is none; release gives the room back.
+func (l *connLimits) take(peer string) (release func(), why string) {
+	host, _, err := net.SplitHostPort(peer)
+	if err != nil {
+		host = peer
+	}
+	need := l.o.connBytes()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.conns >= l.o.maxConns:
+		return nil, fmt.Sprintf("%d connections already (--max-conns)", l.conns)
+	case l.peers[host] >= l.o.maxConnsPerPeer:
+		return nil, fmt.Sprintf("%d connections from %s already (--max-conns-per-peer)", l.peers[host], host)
+	case l.bytes+need > l.o.memBudget:
+		return nil, fmt.Sprintf("%d of %d octets in use (--mem-budget)", l.bytes, l.o.memBudget)
+	}
+	l.conns++
+	l.peers[host]++
+	l.bytes += need
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.conns--
+		l.bytes -= need
+		if l.peers[host]--; l.peers[host] == 0 {
+			delete(l.peers, host)
+		}
+	}, ""
 }
 
 func logTerminate(log *eventLog, id int, e *term.Error) {

@@ -2,18 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -244,5 +251,104 @@ func TestServeSCTPCertFiles(t *testing.T) {
 	s.next("connected")
 	cl.close()
 	s.next("closed")
+	s.stop()
+}
+
+// attacker opens silent MPA connections to addr from the local IP
+// address from: each sends a valid Request (and the RTR) and then nothing.
+// It returns how many serve accepted and how many it rejected.
+func attack(t *testing.T, from, addr string, n int) (accepted, rejected int, conns []*mpa.Conn) {
+	t.Helper()
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	for range n {
+		cq := dev.NewCompletionQueue(4)
+		qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A buffer for serve's advertisement: the connection stays up.
+		mr, err := pd.RegisterMemory(make([]byte, 16), 0, rdmap.LocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qp.PostRecv(rdmap.RecvWR{SGL: []rdmap.SGE{{MR: mr, Length: 16}}})
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := mpa.Client(context.Background(), nc, qp, nil)
+		var re *ddp.RejectedError
+		switch {
+		case err == nil:
+			accepted++
+			conns = append(conns, c)
+		case errors.As(err, &re):
+			rejected++
+			nc.Close()
+		default:
+			t.Fatalf("attack connection: %v", err)
+		}
+	}
+	return accepted, rejected, conns
+}
+
+// rss returns a process's resident memory in octets.
+func rss(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skip("no /proc here:", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// One peer that holds many silent connections reaches its limit and is
+// refused the rest, while serve's memory stays bounded and a second peer
+// still connects and moves data; a connection on which nothing moves is
+// closed after the idle timeout.
+func TestServeSilentPeer(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--max-conns-per-peer", "8", "--idle-timeout", "2s")
+	addr := strings.TrimPrefix(s.url, "tcp://")
+	before := rss(t, s.cmd.Process.Pid)
+	accepted, rejected, conns := attack(t, "127.0.0.1", addr, 40)
+	for range accepted {
+		s.next("connected")
+	}
+	refusedEvents := 0
+	for range rejected {
+		ev := s.next("refused")
+		if !strings.Contains(fmt.Sprint(ev["reason"]), "max-conns-per-peer") {
+			t.Errorf("refused for %v", ev["reason"])
+		}
+		refusedEvents++
+	}
+	if accepted != 8 || rejected != 32 || refusedEvents != 32 {
+		t.Fatalf("accepted %d, rejected %d (%d reported); want 8 and 32", accepted, rejected, refusedEvents)
+	}
+	if grew := rss(t, s.cmd.Process.Pid) - before; grew > 64<<20 {
+		t.Errorf("serve grew by %d MiB for 8 silent connections", grew>>20)
+	}
+	// Another peer is served meanwhile.
+	good := dialServerFrom(t, "127.0.0.2", s.url)
+	s.next("connected")
+	good.write(t, 100, []byte("still served"))
+	// The silent connections, and then the good one, go idle: serve
+	// closes them.
+	for idle := 0; idle < accepted+1; {
+		if ev := s.nextOf("idle", "closed"); ev["event"] == "idle" {
+			idle++
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 	s.stop()
 }
