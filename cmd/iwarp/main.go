@@ -6,6 +6,7 @@
 //	iwarp serve   a responder: registers memory, answers RDMA operations
 //	iwarp perf    bandwidth and latency of RDMA Write, Read and Send
 //	iwarp dump    decode a pcap or pcapng capture of MPA/TCP or DDP/SCTP
+//	iwarp rping   rdma-core's rping, client or server (interoperates with Linux)
 //
 // Endpoints are URLs: tcp://host:port (MPA over TCP) or sctp://host:port
 // (DDP over SCTP over DTLS over UDP). "iwarp CMD -h" prints a command's

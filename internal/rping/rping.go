@@ -444,7 +444,6 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.close(ctx)
 	err := s.serve(ctx)
 	if errors.Is(err, rdmap.ErrDisconnected) {
-		s.debugf("server DISCONNECT EVENT after %d pings\n", s.pings)
 		return nil
 	}
 	return err

@@ -1,0 +1,613 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/rping"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+func init() {
+	register("rping", command{
+		summary: "rdma-core's rping, client or server, over tcp:// (with Linux) or sctp://",
+		run:     runRping,
+	})
+}
+
+// rpingFirstFPDUDelay is the client's default pause between the MPA Reply
+// and its first FPDU. Linux siw's responder sends its Reply before it
+// hooks the socket to the queue pair; an FPDU that arrives in between is
+// not read until more data comes, and rping's server then waits for ever.
+// internal/rping's TestInteropSiwAcceptRace measured it.
+const rpingFirstFPDUDelay = 100 * time.Millisecond
+
+const rpingUsage = `usage: iwarp rping -s [-vVdP] [-S size] [-a addr] [-p port] [flags] [URL]
+       iwarp rping -c [-vVd] [-S size] [-C count] -a addr [-p port] [flags]
+       iwarp rping -c [-vVd] [-S size] [-C count] [flags] URL
+
+rdma-core's rping (librdmacm/examples/rping.c), unchanged on the wire: it
+pings a stock "rping -s" and is pinged by a stock "rping -c", over MPA/TCP
+(Linux siw, iWARP adapters), and two iwarp rpings ping each other over
+tcp:// or sctp:// (DDP over SCTP over DTLS).
+
+Per ping, the client Sends the STag, address and size of its source buffer
+(struct rping_rdma_info: __be64 buf, __be32 rkey, __be32 size); the server
+RDMA Reads it and Sends "go ahead"; the client Sends its sink buffer's;
+the server RDMA Writes the data into it and Sends "done". The data is
+rping's: "rdma-ping-N: " and then letters. After -C pings the client
+disconnects; the server serves until its client disconnects (with -P, one
+client after another, until interrupted).
+
+rping's flags (as rping parses them: -vV and -C10 work too):
+  -s, -c           server, client
+  -a addr          the address to listen on (server; default all) or to connect to
+  -p port          the port (default 7174)
+  -C count         pings (client; default 0: until interrupted)
+  -S size          ping data size, 26 to 65535 (default 64)
+  -v               print "ping data: ..." (client) and "server ping data: ..." (server)
+  -V               validate the data (client: as rping; server: against rping's pattern)
+  -d               debug lines, and the negotiated connection
+  -P               persistent server: one connection after another
+
+Instead of -a and -p, a URL: tcp://host:port or sctp://host:port.
+
+The MPA choices (tcp://). A server follows the client's Request in all
+but --markers, --no-crc and its IRD/ORD; its Reply sets C unless
+--no-crc, and CRCs are used if either end sets C:
+  --rev 1|2               MPA revision the client requests (default 2, RFC 6581)
+  --no-crc, --markers     clear C; set M (ask the peer for Markers)
+  --p2p                   the peer-to-peer model (default client-server, as rdma_cm)
+  --rtr write,read,send   the RTR indications offered, in order (implies --p2p)
+  --private-data TEXT     Private Data in the Request or Reply
+  --ird N, --ord N        IRD and ORD offered (default 1 and 1, as rping)
+  --first-fpdu-delay D    the client's pause before its first FPDU (default 100ms:
+                          Linux siw's accept race; 0 against iwarp)
+
+Examples:
+	iwarp rping -s -a 0.0.0.0 -v                  # a stock "rping -c -a HOST -v" pings it
+	iwarp rping -c -a 192.0.2.7 -C 10 -vV         # pings a stock "rping -s"
+	iwarp rping -c -a 127.0.0.1 -C 3 --p2p --rtr read --pcap rping.pcap
+	iwarp rping -s --psk k sctp://127.0.0.1:7174 & iwarp rping -c --psk k -C 3 -v sctp://127.0.0.1:7174
+
+Flags:
+`
+
+type rpingOptions struct {
+	server, client bool
+	addr           string
+	port           int
+	count, size    int
+	verbose        bool
+	validate       bool
+	debug          bool
+	persistent     bool
+
+	rev         int
+	p2p         bool
+	rtr         string
+	privateData string
+	ird, ord    int
+	firstDelay  time.Duration
+	link        linkFlags
+
+	rtrs []ddp.RTR
+}
+
+// rpingBoolFlags and rpingValueFlags are rping's one-letter flags, for
+// splitting "-vV" and "-C10" as getopt does.
+const (
+	rpingBoolFlags  = "scvVdP"
+	rpingValueFlags = "apCS"
+)
+
+// expandShortFlags rewrites getopt-style clusters ("-vVd", "-C10") into
+// separate flags, leaving every argument that names a flag of fs as it is.
+func expandShortFlags(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' || strings.Contains(a, "=") || fs.Lookup(a[1:]) != nil {
+			out = append(out, a)
+			continue
+		}
+		body := a[1:]
+		if strings.ContainsRune(rpingValueFlags, rune(body[0])) {
+			out = append(out, "-"+body[:1], body[1:])
+			continue
+		}
+		ok := true
+		for _, r := range body {
+			ok = ok && strings.ContainsRune(rpingBoolFlags, r)
+		}
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		for _, r := range body {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
+}
+
+func runRping(args []string, stdout, stderr io.Writer) error {
+	var o rpingOptions
+	fs := flag.NewFlagSet("rping", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, rpingUsage)
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&o.server, "s", false, "server side")
+	fs.BoolVar(&o.client, "c", false, "client side")
+	fs.StringVar(&o.addr, "a", "", "`addr`ess: the server's to listen on, the client's to connect to")
+	fs.IntVar(&o.port, "p", rping.DefaultPort, "`port`")
+	fs.IntVar(&o.count, "C", 0, "ping `count` (client); 0 pings until interrupted")
+	fs.IntVar(&o.size, "S", rping.DefaultSize, fmt.Sprintf("ping data `size` (%d to %d)", rping.MinSize, rping.MaxSize))
+	fs.BoolVar(&o.verbose, "v", false, "display ping data to stdout")
+	fs.BoolVar(&o.validate, "V", false, "validate ping data")
+	fs.BoolVar(&o.debug, "d", false, "debug printfs")
+	fs.BoolVar(&o.persistent, "P", false, "persistent server mode allowing multiple connections")
+	fs.IntVar(&o.rev, "rev", 2, "tcp:// client: the MPA `revision` to request, 1 or 2")
+	fs.BoolVar(&o.p2p, "p2p", false, "tcp:// client: RFC 6581's peer-to-peer model (with an RTR indication)")
+	fs.StringVar(&o.rtr, "rtr", "", "tcp:// client: the RTR indications to offer, in order (`list` of write, read, send); implies --p2p")
+	fs.StringVar(&o.privateData, "private-data", "", "tcp://: Private Data (`text`) for the MPA Request or Reply")
+	fs.IntVar(&o.ird, "ird", rping.DefaultIRD, "the IRD to offer (RDMA Reads the peer may have outstanding here)")
+	fs.IntVar(&o.ord, "ord", rping.DefaultORD, "the ORD to offer (RDMA Reads this end may have outstanding)")
+	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", rpingFirstFPDUDelay, "tcp:// client: `pause` between the MPA Reply and the first FPDU (Linux siw's accept race)")
+	o.link.register(fs)
+	if err := parseFlags(fs, expandShortFlags(fs, args)); err != nil {
+		return err
+	}
+	ep, err := o.check(fs)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.server {
+		err = rpingServe(ctx, ep, &o, stdout, stderr)
+	} else {
+		err = rpingClient(ctx, ep, &o, stdout, stderr)
+	}
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		return nil // interrupted: rping's way to stop
+	}
+	return err
+}
+
+// check validates the flags and returns the endpoint.
+func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.server == o.client {
+		return endpoint{}, usagef("give -s (server) or -c (client)")
+	}
+	if fs.NArg() > 1 {
+		return endpoint{}, usagef("unexpected argument %q", fs.Arg(1))
+	}
+	if err := rping.CheckSize(o.size); err != nil {
+		return endpoint{}, usagef("-S: %v", err)
+	}
+	if o.count < 0 {
+		return endpoint{}, usagef("invalid count %d", o.count)
+	}
+	if o.port <= 0 || o.port > 65535 {
+		return endpoint{}, usagef("-p: invalid port %d", o.port)
+	}
+	var ep endpoint
+	if fs.NArg() == 1 {
+		if set["a"] || set["p"] {
+			return endpoint{}, usagef("give -a/-p or a URL, not both")
+		}
+		var err error
+		if ep, err = parseEndpoint(fs.Arg(0)); err != nil {
+			return endpoint{}, err
+		}
+	} else {
+		if o.client && o.addr == "" {
+			return endpoint{}, usagef("the client needs the server's address: -a addr (or a URL)")
+		}
+		ep = endpoint{scheme: "tcp", addr: net.JoinHostPort(o.addr, strconv.Itoa(o.port))}
+	}
+	if err := o.link.check(ep, o.server); err != nil {
+		return endpoint{}, err
+	}
+	if o.server {
+		if set["C"] {
+			return endpoint{}, usagef("-C is the client's: rping's server serves until its client disconnects")
+		}
+		for _, f := range []string{"rev", "p2p", "rtr", "first-fpdu-delay"} {
+			if set[f] {
+				return endpoint{}, usagef("--%s is the client's: the server follows the client's MPA Request", f)
+			}
+		}
+	} else if o.persistent {
+		return endpoint{}, usagef("-P is for the server (-s)")
+	}
+	if ep.scheme == "sctp" {
+		for _, f := range []string{"rev", "p2p", "rtr", "private-data", "first-fpdu-delay"} {
+			if set[f] {
+				return endpoint{}, usagef("--%s applies to tcp:// only", f)
+			}
+		}
+	}
+	if o.rev != 1 && o.rev != 2 {
+		return endpoint{}, usagef("--rev must be 1 or 2")
+	}
+	if o.rtr != "" {
+		o.p2p = true
+		for _, s := range strings.Split(o.rtr, ",") {
+			r, err := ddp.ParseRTR(strings.TrimSpace(s))
+			if err != nil || r == ddp.RTRNone {
+				return endpoint{}, usagef("--rtr: %q is not write, read or send", s)
+			}
+			o.rtrs = append(o.rtrs, r)
+		}
+	}
+	if o.p2p && o.rev == 1 {
+		return endpoint{}, usagef("--p2p needs --rev 2: revision 1 has no RTR indication")
+	}
+	if o.rev == 1 && (set["ird"] || set["ord"]) {
+		return endpoint{}, usagef("--ird and --ord need --rev 2: revision 1 carries no IRD/ORD")
+	}
+	max := mpa.MaxPrivateData
+	if o.rev == 2 {
+		max -= mpa.EnhancedDataLen
+	}
+	if len(o.privateData) > max {
+		return endpoint{}, usagef("--private-data: %d octets, at most %d", len(o.privateData), max)
+	}
+	if o.ird < 0 || o.ord < 0 || o.ird > 128 || o.ord > 128 {
+		return endpoint{}, usagef("--ird and --ord must be between 0 and 128")
+	}
+	if o.firstDelay < 0 {
+		return endpoint{}, usagef("--first-fpdu-delay must not be negative")
+	}
+	return ep, nil
+}
+
+// mpaConfig is the MPA configuration the flags ask for.
+func (o *rpingOptions) mpaConfig() *mpa.Config {
+	c := &mpa.Config{Revision: o.rev, Markers: o.link.markers, NoCRC: o.link.noCRC, ClientServer: !o.p2p, RTR: o.rtrs}
+	if o.privateData != "" {
+		c.PrivateData = []byte(o.privateData)
+	}
+	if o.client {
+		c.FirstFPDUDelay = o.firstDelay
+	}
+	return c
+}
+
+func (o *rpingOptions) config(stdout io.Writer) rping.Config {
+	c := rping.Config{Size: o.size, Count: o.count, Validate: o.validate}
+	if o.verbose {
+		c.Verbose = stdout
+	}
+	if o.debug {
+		c.Debug = stdout
+	}
+	return c
+}
+
+// lockedWriter serializes the lines of concurrent connections.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// describeConn is -d's line about a connection.
+func describeConn(info connInfo, c *mpa.Conn, qp *rdmap.QueuePair) string {
+	s := info.String()
+	if c != nil {
+		n := c.Negotiated()
+		if n.PeerToPeer {
+			s += fmt.Sprintf(", peer-to-peer, RTR %v", n.RTR)
+		} else {
+			s += ", client-server"
+		}
+		if len(n.PeerData) > 0 {
+			s += fmt.Sprintf(", peer's private data %q", n.PeerData)
+		}
+	}
+	ird, ord := qp.ReadLimits()
+	return s + fmt.Sprintf(", IRD %d ORD %d", ird, ord)
+}
+
+func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stderr io.Writer) error {
+	var rec *recorder
+	if o.link.pcap != "" {
+		var err error
+		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+			return err
+		}
+	}
+	e, err := rping.NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), o.ird, o.ord)
+	if err != nil {
+		rec.Close()
+		return err
+	}
+	c, err := rping.NewClient(e, o.config(stdout))
+	if err != nil {
+		rec.Close()
+		return err
+	}
+	var cn *conn
+	var mc *mpa.Conn
+	if ep.scheme == "tcp" {
+		cn, mc, err = rpingDialTCP(ctx, ep, o, rec, e.QP)
+	} else {
+		cn, err = dial(ctx, ep, &o.link, rec, e.QP, stderr)
+	}
+	if err != nil {
+		e.QP.Close(ctx)
+		rec.Close()
+		return err
+	}
+	if o.debug {
+		fmt.Fprintln(stdout, "connected:", describeConn(cn.info, mc, e.QP))
+	}
+	err = c.Run(ctx)
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cn.close(closeCtx)
+	cancel()
+	if o.debug {
+		fmt.Fprintf(stdout, "client DISCONNECT EVENT... after %d pings\n", c.Pings())
+	}
+	if cerr := rec.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rpingDialTCP connects qp over MPA with the flags' settings.
+func rpingDialTCP(ctx context.Context, ep endpoint, o *rpingOptions, rec *recorder, qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cfg := o.mpaConfig()
+	var tr *tcpRecording
+	if rec != nil {
+		tr = rec.tcpConn()
+		cfg.Trace = tr.write
+	}
+	c, err := mpa.Dial(ctx, "tcp", ep.addr, qp, cfg)
+	if err != nil {
+		if tr != nil {
+			tr.discard()
+		}
+		var re *ddp.RejectedError
+		if errors.As(err, &re) {
+			return nil, nil, fmt.Errorf("connecting to %s: the server rejected the connection (MPA Reply with R=1)", ep)
+		}
+		return nil, nil, describeDialErr(ep, err)
+	}
+	out := &conn{info: mpaInfo(c, c.RemoteAddr()), qp: qp}
+	if tr != nil {
+		tr.bind(c.LocalAddr(), c.RemoteAddr())
+		out.after = tr.close
+	}
+	return out, c, nil
+}
+
+// rpingAccept is a connection request of either transport: accept
+// starts qp on it and returns the MPA connection for tcp://.
+type rpingAccept struct {
+	peer   string
+	accept func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error)
+	reject func()
+}
+
+func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stderr io.Writer) error {
+	var rec *recorder
+	if o.link.pcap != "" {
+		var err error
+		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+			return err
+		}
+	}
+	var next func(context.Context) (*rpingAccept, error)
+	var closeL func()
+	if ep.scheme == "tcp" {
+		l, err := rpingListenTCP(ctx, ep, o, rec)
+		if err != nil {
+			rec.Close()
+			return fmt.Errorf("cannot listen on %s: %v", ep, err)
+		}
+		next, closeL = l.accept, l.close
+		if o.debug {
+			fmt.Fprintf(stdout, "listening on tcp://%s\n", l.addr)
+		}
+	} else {
+		l, err := listen(ctx, ep, &o.link, rec, stderr)
+		if err != nil {
+			rec.Close()
+			return fmt.Errorf("cannot listen on %s: %v", ep, err)
+		}
+		rec.setLocal(l.Addr())
+		closeL = l.Close
+		next = func(ctx context.Context) (*rpingAccept, error) {
+			p, err := l.Accept(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &rpingAccept{peer: p.peer, reject: p.reject, accept: func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
+				c, err := p.accept(qp)
+				return c, nil, err
+			}}, nil
+		}
+		if o.debug || l.fingerprint != "" {
+			fmt.Fprintf(stdout, "listening on sctp://%s\n", l.Addr())
+		}
+		if l.fingerprint != "" {
+			fmt.Fprintln(stdout, "fingerprint sha-256", l.fingerprint)
+		}
+	}
+	out := &lockedWriter{w: stdout}
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	var wg sync.WaitGroup
+	var first error
+	for n := 1; ; n++ {
+		p, err := next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				first = err
+			}
+			break
+		}
+		if !o.persistent {
+			first = rpingServeConn(ctx, dev, p, n, o, out)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rpingServeConn(ctx, dev, p, n, o, out); err != nil {
+				fmt.Fprintf(stderr, "iwarp rping: connection %d from %s: %v\n", n, p.peer, err)
+			}
+		}()
+	}
+	closeL()
+	wg.Wait()
+	if err := rec.Close(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// rpingServeConn serves one connection as rping's server thread does.
+func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *rpingAccept, n int, o *rpingOptions, stdout io.Writer) error {
+	e, err := rping.NewEndpoint(dev, o.ird, o.ord)
+	if err != nil {
+		p.reject()
+		return err
+	}
+	s, err := rping.NewServer(e, o.config(stdout))
+	if err != nil {
+		p.reject()
+		return err
+	}
+	c, mc, err := p.accept(e.QP)
+	if err != nil {
+		e.QP.Close(ctx)
+		return err
+	}
+	if o.debug {
+		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.info, mc, e.QP))
+	}
+	err = s.Run(ctx)
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c.close(closeCtx)
+	cancel()
+	if o.debug {
+		fmt.Fprintf(stdout, "conn %d: server DISCONNECT EVENT... after %d pings\n", n, s.Pings())
+	}
+	return err
+}
+
+// rpingTCPListener accepts MPA connections with the flags' settings. With
+// --pcap each connection passes through a loopback relay that records it
+// (runRelay), as serve's do.
+type rpingTCPListener struct {
+	addr  net.Addr
+	ml    *mpa.Listener
+	peers sync.Map
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	relay net.Listener
+	pd    []byte
+}
+
+func rpingListenTCP(ctx context.Context, ep endpoint, o *rpingOptions, rec *recorder) (*rpingTCPListener, error) {
+	l := &rpingTCPListener{pd: []byte(o.privateData)}
+	inner := ep.addr
+	if rec != nil {
+		var err error
+		if l.relay, err = net.Listen("tcp", ep.addr); err != nil {
+			return nil, err
+		}
+		inner = "127.0.0.1:0"
+		if ip := l.relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
+			inner = "[::1]:0"
+		}
+	}
+	cfg := o.mpaConfig()
+	cfg.PrivateData = nil // the Reply's goes with Accept
+	ml, err := mpa.Listen("tcp", inner, cfg)
+	if err != nil {
+		if l.relay != nil {
+			l.relay.Close()
+		}
+		return nil, err
+	}
+	l.ml, l.addr = ml, ml.Addr()
+	rctx, cancel := context.WithCancel(context.Background())
+	l.stop = cancel
+	if l.relay != nil {
+		l.addr = l.relay.Addr()
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			runRelay(rctx, l.relay, ml.Addr().String(), rec, &l.peers)
+		}()
+	}
+	return l, nil
+}
+
+func (l *rpingTCPListener) accept(ctx context.Context) (*rpingAccept, error) {
+	req, err := l.ml.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	peer := req.RemoteAddr()
+	var local net.Addr
+	if p, ok := l.peers.LoadAndDelete(peer.String()); ok {
+		ends := p.([2]net.Addr)
+		peer, local = ends[0], ends[1]
+	}
+	return &rpingAccept{
+		peer:   peer.String(),
+		reject: func() { req.Reject(nil, 0, 0) },
+		accept: func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
+			c, err := req.Accept(qp, l.pd)
+			if err != nil {
+				return nil, nil, err
+			}
+			info := mpaInfo(c, peer)
+			if local != nil {
+				info.Local = local.String()
+			}
+			return &conn{info: info, qp: qp}, c, nil
+		},
+	}, nil
+}
+
+func (l *rpingTCPListener) close() {
+	l.stop()
+	l.ml.Close()
+	if l.relay != nil {
+		l.relay.Close()
+	}
+	l.wg.Wait()
+}
