@@ -122,74 +122,24 @@ func crcMismatch(got, want uint32) *term.Error {
 // straightforward contiguous encoder; Writer produces the same octets as
 // a gather write.
 func AppendFPDU(b []byte, pos uint64, o Options, ulpdu []byte) ([]byte, error) {
-	l := len(ulpdu)
-	if l > o.maxULPDU() {
-		return b, ErrULPDUTooLong
-	}
 	if pos%4 != 0 {
 		return b, errUnaligned
 	}
-	start := len(b)
-	crcFrom := start
-	if o.Markers && markerDue(pos) {
-		// "When Markers are enabled ... the MPA Markers MUST be inserted
-		// immediately preceding the first FPDU of Full Operation Phase"
-		// and, between FPDUs, "the Marker is considered to be contained
-		// in the following FPDU" with FPDUPTR 0x0000 (RFC 5044 §4.3).
-		b = append(b, 0, 0, 0, 0)
-		pos += MarkerLen
+	sw := &sliceWriter{b: b}
+	w := NewWriter(sw, o)
+	w.pos = pos
+	if err := w.WriteFPDU(nil, [][]byte{ulpdu}); err != nil {
+		return b, err
 	}
-	fpduStart := pos
-	var lf [LengthFieldLen]byte
-	binary.BigEndian.PutUint16(lf[:], uint16(l))
-	var zeros [3]byte
-	var err error
-	emit := func(p []byte) {
-		for len(p) > 0 {
-			if o.Markers && markerDue(pos) {
-				d := pos - fpduStart
-				if d > 0xffff {
-					err = ErrULPDUTooLong
-				}
-				var m [MarkerLen]byte
-				putMarker(m[:], uint16(d))
-				b = append(b, m[:]...)
-				pos += MarkerLen
-			}
-			c := len(p)
-			if o.Markers {
-				c = min(c, toNextMarker(pos))
-			}
-			b = append(b, p[:c]...)
-			pos += uint64(c)
-			p = p[c:]
-		}
-	}
-	emit(lf[:])
-	emit(ulpdu)
-	emit(zeros[:PadLen(l)])
-	if o.Markers && markerDue(pos) {
-		// "If there is a Marker immediately following the PAD, the
-		// Marker is included in the CRC calculation for this FPDU."
-		// (RFC 5044 §4.4)
-		d := pos - fpduStart
-		if d > 0xffff {
-			err = ErrULPDUTooLong
-		}
-		var m [MarkerLen]byte
-		putMarker(m[:], uint16(d))
-		b = append(b, m[:]...)
-	}
-	if err != nil {
-		return b[:start], err
-	}
-	var c uint32
-	if o.CRC {
-		c = CRC(b[crcFrom:])
-	}
-	var cf [CRCLen]byte
-	PutCRC(cf[:], c)
-	return append(b, cf[:]...), nil
+	return sw.b, nil
+}
+
+// sliceWriter appends what is written to b.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
 // ParseFPDU decodes the FPDU at the start of b, whose first octet is at

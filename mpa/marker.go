@@ -76,6 +76,32 @@ func markerDue(pos uint64) bool { return pos%MarkerInterval == 0 }
 // position (MarkerInterval when a Marker is due at pos).
 func toNextMarker(pos uint64) int { return MarkerInterval - int(pos%MarkerInterval) }
 
+// FPDULen returns the number of octets the FPDU at the start of b takes on
+// the stream (a Marker before it and the Markers inside included), b's
+// first octet being at stream position pos (counted from SeqStart); ok is
+// false while b is too short to hold the FPDU's ULPDU_Length field. The
+// length field is not checked.
+func FPDULen(b []byte, pos uint64, o Options) (n int, ok bool) {
+	at := 0
+	if o.Markers && markerDue(pos) {
+		// A Marker between FPDUs belongs to the next one (§4.3).
+		at = MarkerLen
+	}
+	if len(b) < at+LengthFieldLen {
+		return 0, false
+	}
+	return WireLen(int(binary.BigEndian.Uint16(b[at:])), pos, o.Markers), true
+}
+
+// ulpduLength returns the ULPDU_Length field of the FPDU at the start of
+// b (len(b) >= MarkerLen + LengthFieldLen when a Marker precedes it).
+func ulpduLength(b []byte, pos uint64, o Options) int {
+	if o.Markers && markerDue(pos) {
+		b = b[MarkerLen:]
+	}
+	return int(binary.BigEndian.Uint16(b))
+}
+
 // WireLen returns the number of octets an FPDU carrying an ULPDU of
 // ulpduLen octets occupies on the stream when it begins at stream position
 // pos (counted from SeqStart), Markers included when markers is true.

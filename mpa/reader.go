@@ -1,7 +1,6 @@
 package mpa
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -108,20 +107,21 @@ func (r *Reader) Next() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	at := 0
+	// The ULPDU_Length field first (after a Marker, if one is due): a
+	// bad one is reported before anything else.
+	need := LengthFieldLen
 	if r.opts.Markers && markerDue(r.pos) {
-		// A Marker between FPDUs belongs to the next one (RFC 5044 §4.3).
-		at = MarkerLen
+		need += MarkerLen
 	}
-	if err := r.fill(at + LengthFieldLen); err != nil {
+	if err := r.fill(need); err != nil {
 		return nil, err
 	}
-	l := int(binary.BigEndian.Uint16(r.buf[r.rd+at:]))
+	n, _ := FPDULen(r.buf[r.rd:r.wr], r.pos, r.opts)
+	l := ulpduLength(r.buf[r.rd:r.wr], r.pos, r.opts)
 	if err := checkLength(l, &r.opts); err != nil {
 		r.err = err
 		return nil, err
 	}
-	n := WireLen(l, r.pos, r.opts.Markers)
 	if err := r.fill(n); err != nil {
 		return nil, err
 	}

@@ -235,16 +235,8 @@ func (f *mpaFramer) units(fromClient bool, peer *mpaFramer) [][]byte {
 				f.opts = &fromResp
 			}
 		}
-		off := 0
-		if f.opts.Markers && f.pos%mpa.MarkerInterval == 0 {
-			off = mpa.MarkerLen
-		}
-		if len(f.buf) < off+mpa.LengthFieldLen {
-			break
-		}
-		l := int(binary.BigEndian.Uint16(f.buf[off:]))
-		n := mpa.WireLen(l, f.pos, f.opts.Markers)
-		if len(f.buf) < n {
+		n, ok := mpa.FPDULen(f.buf, f.pos, *f.opts)
+		if !ok || len(f.buf) < n {
 			break
 		}
 		out = append(out, f.buf[:n])
