@@ -13,6 +13,18 @@ const (
 	MaxHeaderLen      = UntaggedHeaderLen
 )
 
+// Field offsets in the headers (RFC 5041 Figures 4 and 5).
+const (
+	offControl  = 0  // both: the DDP Control Field
+	offRsvdULP  = 1  // both: RsvdULP (one octet tagged, five untagged)
+	offSTag     = 2  // tagged: STag, 32 bits
+	offTO       = 6  // tagged: TO, 64 bits
+	offQN       = 6  // untagged: QN, 32 bits
+	offMSN      = 10 // untagged: MSN, 32 bits
+	offMO       = 14 // untagged: MO, 32 bits
+	rsvdULPLenU = 5  // untagged RsvdULP: 40 bits
+)
+
 // Version is the DDP version this package speaks: "This field MUST be set
 // to one to indicate the version of the specification described in this
 // document." (RFC 5041 §4.1)
@@ -80,17 +92,17 @@ func (c Control) HeaderLen() int {
 type TaggedHeader []byte
 
 // Control returns the DDP Control Field.
-func (h TaggedHeader) Control() Control { return Control(h[0]) }
+func (h TaggedHeader) Control() Control { return Control(h[offControl]) }
 
 // RsvdULP returns the 8-bit field reserved for the ULP (RDMAP's control
 // byte).
-func (h TaggedHeader) RsvdULP() byte { return h[1] }
+func (h TaggedHeader) RsvdULP() byte { return h[offRsvdULP] }
 
 // STag returns the Steering Tag.
-func (h TaggedHeader) STag() uint32 { return binary.BigEndian.Uint32(h[2:6]) }
+func (h TaggedHeader) STag() uint32 { return binary.BigEndian.Uint32(h[offSTag:]) }
 
 // TO returns the Tagged Offset.
-func (h TaggedHeader) TO() uint64 { return binary.BigEndian.Uint64(h[6:14]) }
+func (h TaggedHeader) TO() uint64 { return binary.BigEndian.Uint64(h[offTO:]) }
 
 // UntaggedHeader is a view of a DDP Untagged Buffer Model header, RFC 5041
 // §4.3, Figure 5. It must be at least UntaggedHeaderLen bytes long.
@@ -111,20 +123,20 @@ func (h TaggedHeader) TO() uint64 { return binary.BigEndian.Uint64(h[6:14]) }
 type UntaggedHeader []byte
 
 // Control returns the DDP Control Field.
-func (h UntaggedHeader) Control() Control { return Control(h[0]) }
+func (h UntaggedHeader) Control() Control { return Control(h[offControl]) }
 
 // RsvdULP returns the 40-bit field reserved for the ULP: RDMAP's control
 // byte followed by the Invalidate STag (RFC 5040 §4.1).
-func (h UntaggedHeader) RsvdULP() []byte { return h[1:6] }
+func (h UntaggedHeader) RsvdULP() []byte { return h[offRsvdULP : offRsvdULP+rsvdULPLenU] }
 
 // QN returns the Queue Number.
-func (h UntaggedHeader) QN() uint32 { return binary.BigEndian.Uint32(h[6:10]) }
+func (h UntaggedHeader) QN() uint32 { return binary.BigEndian.Uint32(h[offQN:]) }
 
 // MSN returns the Message Sequence Number.
-func (h UntaggedHeader) MSN() uint32 { return binary.BigEndian.Uint32(h[10:14]) }
+func (h UntaggedHeader) MSN() uint32 { return binary.BigEndian.Uint32(h[offMSN:]) }
 
 // MO returns the Message Offset.
-func (h UntaggedHeader) MO() uint32 { return binary.BigEndian.Uint32(h[14:18]) }
+func (h UntaggedHeader) MO() uint32 { return binary.BigEndian.Uint32(h[offMO:]) }
 
 // Header is a decoded DDP header of either model. For a tagged header only
 // RsvdULP[0], STag and TO are meaningful; for an untagged one RsvdULP (all
@@ -179,7 +191,7 @@ func ParseHeader(b []byte) (Header, int, error) {
 	if len(b) < 1 {
 		return h, 0, ErrShortHeader
 	}
-	c := Control(b[0])
+	c := Control(b[offControl])
 	n := c.HeaderLen()
 	if len(b) < n {
 		return h, 0, ErrShortHeader
