@@ -48,7 +48,7 @@
 //     writev(2) that never waits for socket space, trywrite_linux.go;
 //     what the socket does not take is copied aside and written by the
 //     connection's flusher goroutine or the next send). Between
-//     Conn.Hold and Conn.Release (ddp.Batcher, used by rdmap's
+
 //     PostBatch) whole messages wait in the Writer's gather list too and
 //     leave together, up to 16 FPDUs per writev(2).
 //   - Receiving (receive.go): one goroutine at a time holds the receive
