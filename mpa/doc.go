@@ -1,73 +1,78 @@
-// Package mpa is the wire side of MPA, Marker PDU Aligned Framing for TCP
-// (RFC 5044), with the enhanced connection setup of RFC 6581: the lower
-// layer protocol that carries DDP segments (RFC 5041) over a TCP byte
-// stream.
+// Package mpa carries DDP over TCP: MPA, Marker PDU Aligned Framing for
+// TCP (RFC 5044), with the enhanced connection setup of RFC 6581. It is
+// the lower layer that Linux siw and iWARP NICs speak.
 //
-// What it implements:
+// A queue pair connects with Dial (the Initiator) or through a Listener
+// (the Responder), and then runs over the connection:
 //
-//   - RFC 5044 §7.1.1 and RFC 6581 §6: the MPA Request and Reply Frames
+//	conn, err := mpa.Dial(ctx, "tcp", "server:4791", qp, nil) // nil: the defaults
+//
+//	l, err := mpa.Listen("tcp", ":4791", nil)
+//	req, err := l.Accept(ctx)     // a valid MPA Request: look at req.PrivateData
+//	conn, err := req.Accept(qp, nil) // or req.Reject(why, ird, ord)
+//
+// # What it implements
+//
+//   - RFC 5044 §7.1 and RFC 6581 §6: the MPA Request and Reply Frames
 //     (Frame, ParseFrame, ReadFrame), with the M, C, R and S bits, Rev 1
 //     and 2, and up to 512 octets of Private Data; Negotiate turns a
-//     Request and a Reply into the Options of each half connection.
-//   - RFC 6581 §9: the enhanced RDMA connection establishment data at the
-//     start of the Private Data: IRD, ORD, the peer-to-peer bit and the
-//     three RTR indication bits (EnhancedData).
+//     Request and a Reply into the Options of each half connection. The
+//     startup rules of §7.1.2: timeouts (HandshakeTimeout, from the TCP
+//     connection to the first FPDU), rule 4 (the Responder receives an
+//     FPDU before it sends one), rule 8 (Initiator/Initiator startups).
+//   - RFC 6581 §9: the enhanced data (IRD, ORD, the peer-to-peer model,
+//     the RTR indications), negotiated by ddp.Offer, ddp.Answer and
+//     ddp.Settle, which DDP over SCTP shares.
 //   - RFC 5044 §4.1: the FPDU: ULPDU_Length, ULPDU, PAD, CRC.
 //   - RFC 5044 §4.2-4.3: Markers every 512 octets of the stream, counted
 //     from the first octet of Full Operation, with FPDUPTR pointing back
-//     at the ULPDU_Length field, 0x0000 for a Marker between FPDUs.
+//     at the ULPDU_Length field, 0x0000 for a Marker between FPDUs. The
+//     arithmetic is in marker.go (FPDULen, WireLen); the Writer encodes
+//     and ParseFPDU decodes.
 //   - RFC 5044 §4.4: CRC32c as iSCSI computes it, over the ULPDU_Length
 //     field, the ULPDU, the PAD and every Marker of the FPDU, including a
 //     Marker just before the ULPDU_Length field and one just before the
 //     CRC field. The CRC field is sent least significant octet first, as
 //     RFC 5044 Figures 5 and 6 show.
 //   - RFC 5044 §4.5: MULPDU from the EMSS.
-//   - RFC 5044 §6 and §8: FPDU identification by ULPDU_Length, CRC and
-//     Marker checks, errors as term.Error with MPA's codes.
+//   - RFC 5044 §6 and §8: "An MPA receiver MUST first verify the FPDU
+//     before passing the ULPDU to DDP": the Reader reads each FPDU whole
+//     into its buffer, checks its CRC and Markers, and only then hands
+//     the ULPDU to DDP, which copies it to its place; a CRC error places
+//     nothing and is reported as term.MPACRCError.
 //
-// The codecs (Frame, EnhancedData, Marker, AppendFPDU, ParseFPDU) work on
-// byte slices. Writer and Reader are the streaming forms over a TCP
-// connection: Writer sends each FPDU as one gather write without copying
-// the payload; Reader reads each ULPDU straight into the caller's memory,
-// stripping Markers and computing the CRC on the way. Neither allocates
-// per FPDU.
-//
-// The connection (dial.go, conn.go) runs the Startup Phase (who sends
-// which frame when, the timeouts, Rule 4 of §7.1.2 that the Responder
-// receives an FPDU before it sends one, the RTR indication and IRD/ORD
-// negotiation of RFC 6581) and then Full Operation for a ddp.Endpoint
-// (an rdmap queue pair): Dial, Listen, Listener.Accept, Request.Accept
-// or Reject, optionally over TLS.
+// The codecs (Frame, Marker, AppendFPDU, ParseFPDU) work on byte slices.
+// Writer and Reader are the streaming forms over a TCP connection: the
+// Writer sends the FPDUs handed to it between two flushes as one gather
+// write (writev(2), up to 16 FPDUs) without copying the payload; the
+// Reader allocates its buffer once. Neither allocates per FPDU.
 //
 // # Concurrency in Full Operation
 //
-//   - Sending: the DDP Sender's segments are written by whichever
-//     goroutine holds the send side (Conn.WriteSegment): the endpoint's
-//     send goroutine, a posting goroutine when the send queue is idle,
-//     or the receive side answering an RDMA Read (Conn.BeginNoWait: a
-//     writev(2) that never waits for socket space, trywrite_linux.go;
-//     what the socket does not take is copied aside and written by the
-//     connection's flusher goroutine or the next send). Between
-
-//     PostBatch) whole messages wait in the Writer's gather list too and
-//     leave together, up to 16 FPDUs per writev(2).
-//   - Receiving (receive.go): one goroutine at a time holds the receive
-//     token and reads FPDUs into registered memory: the connection's
-//     receive goroutine, or a goroutine waiting on a completion queue
-//     that only this connection's receives fill (Conn.Poll, ddp.Poller),
-//     so that the network wakes the waiter directly. A waiter only starts
-//     FPDUs already whole in its buffer; the receive goroutine takes the
-//     token back after a lease in which the waiter did not come back,
-//     interrupting a read the waiter is blocked in.
+//   - Sending: the queue pair's one send route (whoever holds its send
+//     side: a posting goroutine or its send goroutine) calls
+//     Conn.WriteSegment for each segment and Conn.Flush once per batch.
+//     The receive side never writes.
+//   - Receiving (poll.go): one goroutine at a time holds the receive
+//     token and reads: the connection's receive goroutine, or a goroutine
+//     waiting on a completion queue that only this connection's receives
+//     fill (Conn.Poll, ddp.LLP), so that the network wakes the waiter
+//     directly. The receive goroutine takes the token back after a lease
+//     (5 ms) in which the waiter did not come back, and interrupts the
+//     read of a waiter whose context has ended.
+//   - A stopped stream's last writes (a Terminate) and the graceful close
+//     after them are bounded by TerminateTimeout.
 //
-// Choices and known deviations:
+// # Limits
 //
-//   - A Reader puts ULPDU octets into the caller's buffer before the CRC
-//     at the end of the FPDU has been checked; RFC 5044 §6 says "An MPA
-//     receiver MUST first verify the FPDU before passing the ULPDU to
-//     DDP". The octets count as passed only when Finish returns nil: the
-//     caller may place them but must not deliver them before. Linux siw
-//     and iWARP hardware place before the CRC check in the same way.
+// A Listener bounds what peers can make it hold: connections in their
+// startup (MaxStartups), connections per peer address (MaxPerPeer),
+// Requests waiting for Accept (Backlog) and the time each step may take
+// (HandshakeTimeout); a connection whose FPDU stays incomplete is cut
+// off after PartialFPDUTimeout. docs/security.md lists them.
+//
+// # Choices and known deviations
+//
 //   - An ULPDU_Length below 14 (MinULPDU, the shortest DDP header) or
 //     above Options.MaxULPDU is reported as term.MPAInvalidFrame (code 4,
 //     whose registered name speaks of startup frames). RFC 5044 §8 has no
@@ -86,8 +91,9 @@
 //     In a Rev 1 frame the S bit is a reserved bit and is ignored.
 //   - With CRCs off the Writer sends zero in the CRC field (RFC 5044
 //     §4.4 allows generating them anyway; Linux siw sends zero).
-//   - The FPDUs of one DDP message, and of a batch (Conn.Hold), leave in
-//     one gather write, so TCP, not MPA, cuts them into segments. A run
+//   - The FPDUs handed over between two flushes (one DDP message's, or a
+//     batch's) leave in one gather write, so TCP, not MPA, cuts them
+//     into segments. A run
 //     of small FPDUs (RDMA Read Requests, short Sends) then shares a
 //     segment, as §5.1 allows ("Multiple FPDUs MAY be packed into a
 //     single TCP segment ... as long as they are entirely contained in
@@ -95,6 +101,12 @@
 //     Alignment that §5.1 asks for with a SHOULD after its first
 //     segment. Receivers "MUST NOT depend on FPDU Alignment" (Appendix
 //     A). With Markers every FPDU is written on its own.
+//
+//   - Linux siw's responder echoes the Request's C bit in its Reply
+//     (RFC 5044 §7.1.1 lets a Responder ask for CRCs whatever the
+//     Initiator asked); both ends then use CRCs if either bit is set, as
+//     the RFC says. Its responder also sends its Reply before it reads
+//     the socket for FPDUs: Config.FirstFPDUDelay exists for that.
 //
 // Independent checks (see tshark_test.go, tshark_live_test.go and
 // capture_test.go): Wireshark 4.0's dissector finds every FPDU this
