@@ -79,18 +79,24 @@
 //     code for a bad ULPDU_Length; the framing after such a field cannot
 //     be trusted, so the Reader stops there instead of reading up to
 //     65535 octets to check a CRC.
+//
 //   - Markers are checked on every Marker, in order (RFC 5044 §8 makes
 //     that optional for in-order reception); a mismatch is reported only
 //     if the FPDU's CRC is valid, as §8 code 3 says.
+//
 //   - The Reader only reads in order; it does not use Markers to find
 //     FPDUs after a gap (§6 methods 2-3 are for optimized MPA/TCP).
+//
 //   - A Marker can never fall inside the 2-octet ULPDU_Length field or
 //     the CRC field: FPDUs and Markers are multiples of 4 octets and
 //     start at SeqStart, so both fields begin 4-aligned.
+//
 //   - Rev: Rev 1 and Rev 2 are accepted; any other is an invalid frame.
 //     In a Rev 1 frame the S bit is a reserved bit and is ignored.
+//
 //   - With CRCs off the Writer sends zero in the CRC field (RFC 5044
 //     §4.4 allows generating them anyway; Linux siw sends zero).
+//
 //   - The FPDUs handed over between two flushes (one DDP message's, or a
 //     batch's) leave in one gather write, so TCP, not MPA, cuts them
 //     into segments. A run
