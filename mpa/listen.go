@@ -220,13 +220,51 @@ func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
 	if req.Reply {
 		return nil, invalidFrame("an MPA Reply Frame where a Request was due: both ends started as Responder")
 	}
-	r := &Request{l: l, nc: nc, req: req, Revision: int(req.Rev), peer: peer, deadline: deadlineAt.Add(l.cfg.handshakeTimeout())}
+	r := newRequest(&l.cfg, nc, req, deadlineAt.Add(l.cfg.handshakeTimeout()))
+	r.release = func() { l.dropPeer(peer) }
+	return r, nil
+}
+
+func newRequest(cfg *Config, nc net.Conn, req Frame, deadline time.Time) *Request {
+	r := &Request{cfg: cfg, nc: nc, req: req, Revision: int(req.Rev), deadline: deadline}
 	e, ulp, ok := req.Enhancement()
 	r.PrivateData = append([]byte(nil), ulp...)
 	if ok {
 		r.Enhanced = &e
 	}
-	return r, nil
+	return r
+}
+
+// Server runs the Responder's startup on nc, a connection the caller
+// accepted itself (a WebSocket's, one from a listener of its own): it
+// reads and validates the MPA Request Frame within the handshake timeout
+// and returns it for the caller to Accept or Reject, as Listener.Accept
+// does. On an error the caller closes nc.
+func Server(ctx context.Context, nc net.Conn, cfg *Config) (*Request, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.handshakeTimeout())
+	defer cancel()
+	done := deadline(ctx, nc, cfg.handshakeTimeout())
+	defer done()
+	if cfg.Trace != nil {
+		nc = tracedConn{nc, cfg.Trace}
+	}
+	req, err := ReadFrame(nc)
+	if err != nil {
+		return nil, err
+	}
+	if req.Reply {
+		return nil, invalidFrame("an MPA Reply Frame where a Request was due: both ends started as Responder")
+	}
+	return newRequest(cfg, nc, req, time.Now().Add(cfg.handshakeTimeout())), nil
+}
+
+func (r *Request) done() {
+	if r.release != nil {
+		r.release()
+	}
 }
 
 // Accept returns the next connection whose MPA Request is valid, for the
@@ -252,10 +290,10 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 
 // Request is a received MPA Request Frame waiting for the ULP.
 type Request struct {
-	l        *Listener
+	cfg      *Config
+	release  func() // the Listener's count of the peer's connections; nil without one
 	nc       net.Conn
 	req      Frame
-	peer     netip.Addr
 	deadline time.Time // when the initiator is taken to have given up
 
 	Revision    int
@@ -280,14 +318,14 @@ func (r *Request) Accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 		c, err = r.accept(ep, privateData)
 		if err != nil {
 			r.nc.Close()
-			r.l.dropPeer(r.peer)
+			r.done()
 		}
 	})
 	return c, err
 }
 
 func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
-	cfg := &r.l.cfg
+	cfg := r.cfg
 	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
 	var neg Negotiated
 	if offer := r.Enhanced; offer != nil {
@@ -320,7 +358,7 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 	neg.PeerData = r.PrivateData
 	fromResp.MaxULPDU = maxSend(r.nc, fromResp.Markers)
 	c := newConn(r.nc, ep, cfg, neg, fromResp, fromInit, true)
-	c.onClose = func() { r.l.dropPeer(r.peer) }
+	c.onClose = r.done
 	if neg.PeerToPeer {
 		// The startup ends with the initiator's RTR indication (RFC 6581
 		// §9.3): one that does not come in time ends the connection, as a
@@ -342,9 +380,9 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 func (r *Request) Reject(privateData []byte, ird, ord int) error {
 	err := errDecided
 	r.once.Do(func() {
-		defer r.l.dropPeer(r.peer)
+		defer r.done()
 		defer r.nc.Close()
-		cfg := &r.l.cfg
+		cfg := r.cfg
 		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
 		if r.Enhanced != nil {
 			e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
