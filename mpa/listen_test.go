@@ -5,6 +5,7 @@ package mpa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -209,4 +211,51 @@ func TestResponderRTRTimeout(t *testing.T) {
 	if !errors.Is(b.QP.Err(), rdmap.ErrLLPLost) {
 		t.Fatalf("the queue pair ended with %v", b.QP.Err())
 	}
+}
+
+// Client and Server run the startup over connections the caller made
+// (here a plain TCP listener's), and the queue pairs then move data.
+func TestClientServer(t *testing.T) {
+	noLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+	served := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		r, err := Server(tctx(t), nc, nil)
+		if err != nil {
+			nc.Close()
+			served <- err
+			return
+		}
+		if string(r.PrivateData) != "hello" {
+			served <- fmt.Errorf("private data %q", r.PrivateData)
+			return
+		}
+		_, err = r.Accept(b.QP, []byte("welcome"))
+		served <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Client(tctx(t), nc, a.QP, &Config{PrivateData: []byte("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Negotiated().PeerData) != "welcome" {
+		t.Fatalf("reply private data %q", c.Negotiated().PeerData)
+	}
+	rdmaptest.Exercise(t, a, b)
 }
