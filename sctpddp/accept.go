@@ -4,7 +4,9 @@ package sctpddp
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // DefaultPendingSessions is how many session requests may wait for the
@@ -12,25 +14,40 @@ import (
 const DefaultPendingSessions = 16
 
 // SessionAcceptor hands out the DDP Stream Session requests of one
-// association.
+// association, within two limits: requests pending the ULP's decision
+// (RFC 5043 §6.4) and sessions the association holds
+// (Config.MaxSessions). An Initiate beyond either is answered with a DDP
+// Stream Session Terminate, and Config.Refused hears why.
 type SessionAcceptor struct {
-	a       *Association
-	pending chan *SessionRequest
+	a          *Association
+	maxPending int
+	maxHeld    int
+
+	mu      sync.Mutex
+	reading int               // new streams whose Initiate is being read
+	queue   []*SessionRequest // requests waiting for Accept, oldest first
+	held    int               // requests queued or being decided, and sessions not closed
+	notify  chan struct{}     // signalled when a request is queued
 	wg      sync.WaitGroup
 }
 
 // Sessions starts accepting DDP Stream Sessions on the association, with
-// at most pending requests waiting for a decision (DefaultPendingSessions
-// if 0): "There MUST be a finite limit on the number of such requests
-// that are pending a ULP decision. When more session requests are
-// received, the passive side MUST respond to the Initiate message with a
-// DDP Stream Terminate Message." (RFC 5043 §6.4). Call it once per
-// association.
+// at most pending requests waiting for a decision (Config.MaxPendingSessions,
+// DefaultPendingSessions, if 0): "There MUST be a finite limit on the
+// number of such requests that are pending a ULP decision. When more
+// session requests are received, the passive side MUST respond to the
+// Initiate message with a DDP Stream Terminate Message." (RFC 5043 §6.4).
+// A request counts as pending from the arrival of its stream until
+// Accept returns it; one that Accept does not return within
+// Config.AcceptTimeout is answered with a Terminate. The association holds
+// at most Config.MaxSessions sessions, counted from the request until the
+// Session closes (or the request is rejected); more are refused the same
+// way. Call it once per association.
 func (a *Association) Sessions(pending int) *SessionAcceptor {
 	if pending <= 0 {
-		pending = DefaultPendingSessions
+		pending = a.s.MaxPendingSessions
 	}
-	sa := &SessionAcceptor{a: a, pending: make(chan *SessionRequest, pending)}
+	sa := &SessionAcceptor{a: a, maxPending: pending, maxHeld: a.s.MaxSessions, notify: make(chan struct{}, 1)}
 	sa.wg.Add(1)
 	go sa.loop()
 	return sa
@@ -38,13 +55,24 @@ func (a *Association) Sessions(pending int) *SessionAcceptor {
 
 // Accept returns the next session request.
 func (sa *SessionAcceptor) Accept(ctx context.Context) (*SessionRequest, error) {
-	select {
-	case r := <-sa.pending:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-sa.a.Done():
-		return nil, ErrClosed
+	for {
+		sa.mu.Lock()
+		if len(sa.queue) > 0 {
+			r := sa.queue[0]
+			sa.queue[0] = nil
+			sa.queue = sa.queue[1:]
+			r.expire.Stop()
+			sa.mu.Unlock()
+			return r, nil
+		}
+		sa.mu.Unlock()
+		select {
+		case <-sa.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-sa.a.Done():
+			return nil, sa.a.Err()
+		}
 	}
 }
 
@@ -54,6 +82,18 @@ func (sa *SessionAcceptor) loop() {
 		st, err := sa.a.AcceptStream(context.Background())
 		if err != nil {
 			return
+		}
+		sa.mu.Lock()
+		ok := sa.reading+len(sa.queue) < sa.maxPending
+		if ok {
+			sa.reading++
+		}
+		sa.mu.Unlock()
+		if !ok {
+			// Refused without reading the Initiate: its stream is at
+			// least the (maxPending+1)th pending one.
+			sa.refuse(st, fmt.Errorf("%w (%d)", ErrTooManyPendingSessions, sa.maxPending))
+			continue
 		}
 		sa.wg.Add(1)
 		go func() {
@@ -68,14 +108,65 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 	ctx, cancel := context.WithTimeout(context.Background(), sa.a.s.HandshakeTimeout)
 	defer cancel()
 	r, err := ReadInitiate(ctx, st, sa.a.s.HandshakeTimeout)
+	sa.mu.Lock()
+	sa.reading--
 	if err != nil {
+		sa.mu.Unlock()
 		return
 	}
-	select {
-	case sa.pending <- r:
-	default:
-		terminateStream(st)
+	if sa.held >= sa.maxHeld {
+		sa.mu.Unlock()
+		sa.refuse(st, fmt.Errorf("%w (%d)", ErrTooManySessions, sa.maxHeld))
+		return
 	}
+	sa.held++
+	r.release = sa.releaseOnce()
+	r.expire = time.AfterFunc(sa.a.s.AcceptTimeout, func() { sa.expire(r) })
+	sa.queue = append(sa.queue, r)
+	sa.mu.Unlock()
+	select {
+	case sa.notify <- struct{}{}:
+	default:
+	}
+}
+
+// expire refuses a request still queued after AcceptTimeout.
+func (sa *SessionAcceptor) expire(r *SessionRequest) {
+	sa.mu.Lock()
+	found := false
+	for i, q := range sa.queue {
+		if q == r {
+			sa.queue = append(sa.queue[:i], sa.queue[i+1:]...)
+			found = true
+			break
+		}
+	}
+	sa.mu.Unlock()
+	if !found {
+		return // Accept took it
+	}
+	r.once.Do(func() {})
+	r.release()
+	sa.refuse(r.st, ErrAcceptTimeout)
+}
+
+// releaseOnce returns the function that gives back one held session.
+func (sa *SessionAcceptor) releaseOnce() func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sa.mu.Lock()
+			sa.held--
+			sa.mu.Unlock()
+		})
+	}
+}
+
+// refuse answers a session request with a DDP Stream Session Terminate and
+// reports why.
+func (sa *SessionAcceptor) refuse(st MessageStream, why error) {
+	terminateStream(st)
+	sa.a.s.refused(sa.a.RemoteAddr(), why)
 }
 
 func (sa *SessionAcceptor) closed() bool {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
@@ -24,22 +25,33 @@ var ErrClosed = errors.New("sctpddp: association closed")
 // pairing the inbound and outbound SCTP streams with the same SCTP Stream
 // Identifier."); OpenStream and AcceptStream return them.
 //
+// An association ends when it is closed, when the peer ends it, or when
+// nothing has come from the peer for Config.DeadPeerTimeout (a quiet peer
+// is sent heartbeats first); Done is closed then and Err says why.
+//
 // Its methods are safe for concurrent use.
 type Association struct {
 	s    *settings
 	conn *dtls.Conn
 	sctp *sctp.Association
+	in   *countingConn // what SCTP reads: counts the peer's packets
 
 	accepted chan *sctp.Stream // fed by acceptLoop
-	closed   chan struct{}
+	ended    chan struct{}     // closed when acceptLoop ends: SCTP is over
+	closed   chan struct{}     // closed by end
 	once     sync.Once
-	wg       sync.WaitGroup // acceptLoop
+	why      error // why it ended: set before closed is closed
+	closeErr error
+	local    atomic.Bool // Shutdown was called
+	onEnd    func()      // called once when it ends (a Listener's count)
+	wg       sync.WaitGroup // acceptLoop, monitor
 }
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
 // connection. pion's server side takes no context, so ctx is enforced by
-// closing conn.
-func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bool) (*Association, error) {
+// closing conn. onEnd, if not nil, is called once when the association
+// ends (not if newAssociation fails).
+func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bool, onEnd func()) (*Association, error) {
 	var nc net.Conn = conn
 	if s.connHook != nil {
 		nc = s.connHook(conn)
@@ -47,8 +59,9 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 	if s.Trace != nil {
 		nc = tracedConn{nc, s.Trace, conn.RemoteAddr()}
 	}
+	in := &countingConn{Conn: nc}
 	opts := []sctp.AssociationOption{
-		sctp.WithNetConn(nc),
+		sctp.WithNetConn(in),
 		sctp.WithMTU(s.MTU),
 		sctp.WithMaxReceiveBufferSize(s.MaxReceiveBufferSize),
 		sctp.WithMaxMessageSize(s.MaxMessageSize),
@@ -88,16 +101,21 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		s:        s,
 		conn:     conn,
 		sctp:     assoc,
+		in:       in,
 		accepted: make(chan *sctp.Stream),
+		ended:    make(chan struct{}),
 		closed:   make(chan struct{}),
+		onEnd:    onEnd,
 	}
-	a.wg.Add(1)
+	a.wg.Add(2)
 	go a.acceptLoop()
+	go a.monitor()
 	return a, nil
 }
 
 func (a *Association) acceptLoop() {
 	defer a.wg.Done()
+	defer close(a.ended)
 	defer close(a.accepted)
 	for {
 		st, err := a.sctp.AcceptStream()
@@ -117,11 +135,14 @@ func (a *Association) acceptLoop() {
 func (a *Association) OpenStream(id uint16) (*Stream, error) {
 	select {
 	case <-a.closed:
-		return nil, ErrClosed
+		return nil, a.Err()
 	default:
 	}
 	st, err := a.sctp.OpenStream(id, sctp.PayloadProtocolIdentifier(PPIDSegment))
 	if err != nil {
+		if a.isClosed() {
+			return nil, a.Err()
+		}
 		return nil, err
 	}
 	return newStream(a, st), nil
@@ -132,11 +153,12 @@ func (a *Association) AcceptStream(ctx context.Context) (*Stream, error) {
 	select {
 	case st, ok := <-a.accepted:
 		if !ok {
-			return nil, ErrClosed
+			<-a.closed // the monitor ends the association at once
+			return nil, a.Err()
 		}
 		return newStream(a, st), nil
 	case <-a.closed:
-		return nil, ErrClosed
+		return nil, a.Err()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -168,12 +190,39 @@ func (a *Association) PeerCertificate() *x509.Certificate {
 	return c
 }
 
-// Done is closed when Close is called.
+// Done is closed when the association ends: Close or Shutdown was called,
+// the peer ended it, its peer was found dead (Config.DeadPeerTimeout), or
+// a Listener closed it because the application did not accept it in time
+// (Config.AcceptTimeout). Err then says why.
 func (a *Association) Done() <-chan struct{} { return a.closed }
+
+// Err returns nil while the association is open, and then why it ended:
+// ErrClosed if it was closed here (Close, Shutdown), otherwise an error
+// that is ErrClosed and wraps the cause (errors.Is): ErrPeerClosed,
+// ErrPeerDead or ErrAcceptTimeout. Reads and writes on its streams that
+// fail because it ended return the same error.
+func (a *Association) Err() error {
+	select {
+	case <-a.closed:
+		return closedBy(a.why)
+	default:
+		return nil
+	}
+}
+
+func (a *Association) isClosed() bool {
+	select {
+	case <-a.closed:
+		return true
+	default:
+		return false
+	}
+}
 
 // Shutdown ends the association gracefully (SCTP SHUTDOWN: data queued is
 // delivered first), then closes it. If ctx ends first, it closes at once.
 func (a *Association) Shutdown(ctx context.Context) error {
+	a.local.Store(true)
 	err := a.sctp.Shutdown(ctx)
 	if cerr := a.Close(); err == nil {
 		err = cerr
@@ -184,17 +233,31 @@ func (a *Association) Shutdown(ctx context.Context) error {
 // Close closes the association, its streams, the DTLS connection and (on
 // the dialing side) the UDP socket, and waits for the goroutines it
 // started. Data not yet acknowledged is lost; use Shutdown to deliver it.
-func (a *Association) Close() error {
-	var err error
+func (a *Association) Close() error { return a.closeWith(ErrClosed) }
+
+// closeWith ends the association for why and waits for its goroutines.
+func (a *Association) closeWith(why error) error {
+	err := a.end(why)
+	a.wg.Wait()
+	return err
+}
+
+// end ends the association for why (the first reason given wins) without
+// waiting for its goroutines, so that they may call it.
+func (a *Association) end(why error) error {
 	a.once.Do(func() {
+		a.why = why
 		close(a.closed)
-		err = a.sctp.Close()
+		err := a.sctp.Close()
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
 			err = nil
 		}
-		a.wg.Wait()
+		a.closeErr = err
+		if a.onEnd != nil {
+			a.onEnd()
+		}
 	})
-	return err
+	return a.closeErr
 }
 
 // tracedConn hands each SCTP packet that pion reads or writes to

@@ -101,6 +101,58 @@ type Config struct {
 	// (DefaultHandshakeTimeout if 0).
 	HandshakeTimeout time.Duration
 
+	// Limits on what remote peers can make a Listener hold (see
+	// docs/security.md). A limit of 0 takes its default.
+	//
+	// MaxHandshakes bounds the DTLS handshakes a Listener runs at once
+	// (DefaultMaxHandshakes), MaxHandshakesPerPeer those of one peer IP
+	// address (DefaultMaxHandshakesPerPeer). A handshake is counted from
+	// the first datagram of a new address that is a DTLS ClientHello
+	// (anything else from an unknown address is dropped and costs nothing)
+	// until it ends. When a limit is reached, the oldest handshake whose
+	// peer has not answered the HelloVerifyRequest (the DTLS cookie
+	// exchange, which a spoofed source address cannot complete) makes
+	// room; if every one has answered, the new ClientHello is dropped.
+	MaxHandshakes        int
+	MaxHandshakesPerPeer int
+	// MaxAssociations bounds a Listener's associations
+	// (DefaultMaxAssociations), MaxAssociationsPerPeer those of one peer
+	// IP address (DefaultMaxAssociationsPerPeer), from the end of the DTLS
+	// handshake until the association ends. A peer beyond them is refused
+	// (ErrTooManyAssociations): its DTLS connection is closed before the
+	// SCTP handshake.
+	MaxAssociations        int
+	MaxAssociationsPerPeer int
+	// AcceptTimeout is how long an association waits for Listener.Accept,
+	// and a DDP Stream Session request for SessionAcceptor.Accept, before
+	// it is closed or answered with a Terminate (ErrAcceptTimeout;
+	// DefaultAcceptTimeout).
+	AcceptTimeout time.Duration
+	// MaxSessions bounds the DDP Stream Sessions a SessionAcceptor holds
+	// on one association (DefaultMaxSessions): requests waiting for or
+	// under the ULP's decision, and sessions accepted and not yet closed.
+	// An Initiate beyond it is answered with a DDP Stream Session
+	// Terminate (ErrTooManySessions). MaxPendingSessions is the limit on
+	// requests pending a decision that Association.Sessions(0) uses
+	// (DefaultPendingSessions).
+	MaxSessions        int
+	MaxPendingSessions int
+	// DeadPeerTimeout closes an association that has received nothing from
+	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;
+	// negative: never). A quiet peer is sent an SCTP HEARTBEAT every
+	// HeartbeatInterval (DeadPeerTimeout/6 if 0, at most DeadPeerTimeout/2),
+	// which a live peer answers, so a healthy idle association stays open.
+	// Both apply to Dial's associations as well as a Listener's.
+	DeadPeerTimeout   time.Duration
+	HeartbeatInterval time.Duration
+	// Refused, if set, hears of each association or DDP Stream Session
+	// refused or closed by these limits and why: ErrTooManyAssociations,
+	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout.
+	// Handshakes dropped before the cookie exchange are not reported: their
+	// source addresses may be spoofed. It must be quick and safe for
+	// concurrent use.
+	Refused func(remote net.Addr, why error)
+
 	// KeyLogWriter, if set, receives NSS key-log lines for Wireshark.
 	KeyLogWriter io.Writer
 	// LoggerFactory is passed to pion (pion's default if nil).
@@ -119,6 +171,8 @@ type Config struct {
 	// connHook, for tests, wraps the DTLS connection that SCTP runs on,
 	// to see the SCTP packets in the clear.
 	connHook func(net.Conn) net.Conn
+	// localAddr, for tests, is the UDP address Dial binds ("" for any).
+	localAddr string
 }
 
 // Errors of Config validation and authentication.
@@ -207,6 +261,24 @@ func (c *Config) settings() (*settings, error) {
 	if s.HandshakeTimeout <= 0 {
 		s.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	s.MaxHandshakes = positive(s.MaxHandshakes, DefaultMaxHandshakes)
+	s.MaxHandshakesPerPeer = positive(s.MaxHandshakesPerPeer, DefaultMaxHandshakesPerPeer)
+	s.MaxAssociations = positive(s.MaxAssociations, DefaultMaxAssociations)
+	s.MaxAssociationsPerPeer = positive(s.MaxAssociationsPerPeer, DefaultMaxAssociationsPerPeer)
+	s.MaxSessions = positive(s.MaxSessions, DefaultMaxSessions)
+	s.MaxPendingSessions = positive(s.MaxPendingSessions, DefaultPendingSessions)
+	if s.AcceptTimeout <= 0 {
+		s.AcceptTimeout = DefaultAcceptTimeout
+	}
+	if s.DeadPeerTimeout == 0 {
+		s.DeadPeerTimeout = DefaultDeadPeerTimeout
+	}
+	if s.DeadPeerTimeout > 0 {
+		if s.HeartbeatInterval <= 0 {
+			s.HeartbeatInterval = s.DeadPeerTimeout / deadPeerHeartbeats
+		}
+		s.HeartbeatInterval = min(s.HeartbeatInterval, s.DeadPeerTimeout/2)
+	}
 	return s, nil
 }
 
@@ -222,6 +294,14 @@ func (s *settings) verifyPinned(rawCerts [][]byte) error {
 		}
 	}
 	return fmt.Errorf("%w: peer presented %s", ErrFingerprintMismatch, got)
+}
+
+// positive returns v, or def if v is not positive.
+func positive(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // authFailure records why our own verification refused the peer, so that

@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/pion/dtls/v3"
 )
@@ -39,6 +41,9 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	if raddr.IP.To4() != nil && network != "udp6" {
 		local = "0.0.0.0:0"
 	}
+	if s.localAddr != "" {
+		local = s.localAddr
+	}
 	pc, err := lc.ListenPacket(ctx, network, local)
 	if err != nil {
 		return nil, err
@@ -62,9 +67,14 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 		_ = conn.Close()
 		return nil, err
 	}
-	a, err := newAssociation(ctx, s, conn, false)
+	a, err := newAssociation(ctx, s, conn, false, nil)
 	if err != nil {
 		_ = conn.Close()
+		if errors.Is(err, io.EOF) {
+			// The server closed the DTLS connection right after its
+			// handshake: that is how a Listener refuses an association.
+			return nil, fmt.Errorf("sctpddp: %s closed the connection before the SCTP handshake (at its association limit for this address?): %w", addr, err)
+		}
 		return nil, err
 	}
 	return a, nil
@@ -101,15 +111,25 @@ func (s *settings) checkPeer(conn *dtls.Conn) error {
 // run concurrently in the background, each bounded by
 // Config.HandshakeTimeout; a peer that fails authentication is dropped and
 // never returned by Accept.
+//
+// What peers can make a Listener hold is bounded (see Config and
+// docs/security.md): DTLS handshakes at once, in all and per peer IP
+// address, with no state for a datagram from an unknown address that is
+// not a ClientHello and room made by evicting handshakes whose peer has
+// not answered the cookie exchange (udpMux); associations, in all and per
+// peer IP address, until they end; the time an association waits for
+// Accept.
 type Listener struct {
 	s     *settings
-	inner net.Listener
+	mux   *udpMux
+	opts  []dtls.ServerOption
+	peers *peerCounter // associations
 
 	ready  chan *Association
 	ctx    context.Context // cancelled by Close: aborts handshakes
 	cancel context.CancelFunc
 	once   sync.Once
-	wg     sync.WaitGroup // the accept loop and the handshakes
+	wg     sync.WaitGroup // the handshakes
 }
 
 // Listen opens a UDP socket on addr and accepts DTLS/SCTP associations on
@@ -127,43 +147,32 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 		return nil, err
 	}
 	opts, _ := s.dtlsOptions(true, nil)
-	opts = append(opts, dtls.WithListenConfig(s.listenConfig()))
-	inner, err := dtls.ListenWithOptions(network, laddr, opts...)
-	if err != nil {
-		return nil, err
-	}
 	l := &Listener{
 		s:     s,
-		inner: inner,
+		opts:  opts,
+		peers: newPeerCounter(s.MaxAssociationsPerPeer, s.MaxAssociations),
 		ready: make(chan *Association),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.wg.Add(1)
-	go l.acceptLoop()
+	// onNew runs under the mux's lock, which close takes too: no
+	// handshake starts once Close has begun waiting for them.
+	l.mux, err = listenMux(network, laddr, s, func(c *muxConn) {
+		l.wg.Add(1)
+		go l.handshake(c)
+	})
+	if err != nil {
+		l.cancel()
+		return nil, err
+	}
 	return l, nil
 }
 
-func (l *Listener) acceptLoop() {
+// handshake runs the DTLS and SCTP handshakes of a new peer address and
+// hands the association to Accept.
+func (l *Listener) handshake(c *muxConn) {
 	defer l.wg.Done()
-	for {
-		c, err := l.inner.Accept()
-		if err != nil {
-			// Closed: pion's UDP listener fails Accept only then.
-			return
-		}
-		if l.ctx.Err() != nil {
-			_ = c.Close()
-			return
-		}
-		l.wg.Add(1)
-		go l.handshake(c)
-	}
-}
-
-func (l *Listener) handshake(c net.Conn) {
-	defer l.wg.Done()
-	conn, ok := c.(*dtls.Conn)
-	if !ok {
+	conn, err := dtls.ServerWithOptions(c, c.RemoteAddr(), l.opts...)
+	if err != nil {
 		_ = c.Close()
 		return
 	}
@@ -177,13 +186,26 @@ func (l *Listener) handshake(c net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	a, err := newAssociation(ctx, l.s, conn, true)
+	l.mux.established(c)
+	ip := c.raddr.Addr()
+	if err := l.peers.take(ip); err != nil {
+		_ = conn.Close()
+		l.s.refused(c.RemoteAddr(), err)
+		return
+	}
+	a, err := newAssociation(ctx, l.s, conn, true, func() { l.peers.give(ip) })
 	if err != nil {
+		l.peers.give(ip)
 		_ = conn.Close()
 		return
 	}
+	t := time.NewTimer(l.s.AcceptTimeout)
+	defer t.Stop()
 	select {
 	case l.ready <- a:
+	case <-t.C:
+		_ = a.closeWith(ErrAcceptTimeout)
+		l.s.refused(c.RemoteAddr(), ErrAcceptTimeout)
 	case <-l.ctx.Done():
 		_ = a.Close()
 	}
@@ -202,7 +224,7 @@ func (l *Listener) Accept(ctx context.Context) (*Association, error) {
 }
 
 // Addr returns the UDP address the Listener is bound to.
-func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+func (l *Listener) Addr() net.Addr { return l.mux.conn.LocalAddr() }
 
 // Close stops accepting, aborts handshakes in progress and waits for the
 // Listener's goroutines. Associations already returned by Accept stay
@@ -211,7 +233,7 @@ func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.cancel()
-		err = l.inner.Close()
+		err = l.mux.close()
 		l.wg.Wait()
 	})
 	return err

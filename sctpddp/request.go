@@ -21,7 +21,16 @@ type SessionRequest struct {
 	PrivateData []byte        // the initiator's Private Data
 	Enhanced    *EnhancedData // the initiator's IRD/ORD (RFC 6581), if any
 
-	once sync.Once
+	once    sync.Once
+	release func()      // gives back the SessionAcceptor's slot; nil if none
+	expire  *time.Timer // refuses the request if Accept does not take it
+}
+
+// giveBack releases the request's slot in its SessionAcceptor.
+func (r *SessionRequest) giveBack() {
+	if r.release != nil {
+		r.release()
+	}
 }
 
 // StreamID returns the SCTP Stream Identifier the peer chose.
@@ -34,7 +43,12 @@ var errDecided = errors.New("sctpddp: the session request was already accepted o
 func (r *SessionRequest) Accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
 	err := errDecided
 	var s *Session
-	r.once.Do(func() { s, err = r.accept(ep, cfg) })
+	r.once.Do(func() {
+		s, err = r.accept(ep, cfg)
+		if err != nil {
+			r.giveBack()
+		}
+	})
 	return s, err
 }
 
@@ -63,7 +77,10 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 	if _, err := r.st.WriteSessionControl(ctx, reply); err != nil {
 		return nil, err
 	}
+	// The session holds the request's slot until it closes.
+	s.release = r.release
 	if err := s.start(); err != nil {
+		s.release = nil
 		return nil, err
 	}
 	return s, nil
@@ -83,6 +100,7 @@ func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 		defer cancel()
 		_, err = r.st.WriteSessionControl(ctx, m)
+		r.giveBack()
 	})
 	return err
 }

@@ -90,6 +90,7 @@ type Session struct {
 	ctx       context.Context // ends when the session closes: its writes stop waiting
 	cancel    context.CancelFunc
 	early     [][]byte // DDP Segment Chunks that overtook the Accept
+	release   func()   // gives back the SessionAcceptor's slot on Close; may be nil
 	wg        sync.WaitGroup
 }
 
@@ -132,6 +133,9 @@ func (s *Session) Close() error {
 		s.st.InterruptRead()
 	})
 	s.wg.Wait()
+	if s.release != nil {
+		s.release()
+	}
 	return nil
 }
 

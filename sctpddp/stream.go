@@ -183,6 +183,9 @@ func (s *Stream) WriteMessage(ctx context.Context, ppid PPID, msg []byte) error 
 func (s *Stream) send(ctx context.Context, ppid PPID, msg []byte) error {
 	control := ppid == PPIDSessionControl
 	if err := s.room.waitRoom(ctx, len(msg), control); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return s.a.Err()
+		}
 		return err
 	}
 	if _, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
@@ -196,7 +199,7 @@ func (s *Stream) send(ctx context.Context, ppid PPID, msg []byte) error {
 func (s *Stream) writeErr(err error) error {
 	select {
 	case <-s.a.closed:
-		return ErrClosed
+		return s.a.Err()
 	default:
 	}
 	return fmt.Errorf("sctpddp: stream %d: %w", s.ID(), err)
@@ -207,8 +210,8 @@ func (s *Stream) writeErr(err error) error {
 // the message for the next call. Messages whose PPID is not 16 or 17
 // (ErrUnexpectedPPID) and DDP Segment Chunks whose segment exceeds the
 // MULPDU (ErrSegmentTooLarge, RFC 5043 §9) are consumed and reported. At
-// the end of the association it returns io.EOF or ErrClosed. ctx can
-// interrupt the read.
+// the end of the association it returns Association.Err (which is
+// ErrClosed and names the cause), or io.EOF. ctx can interrupt the read.
 func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, PPID, error) {
 	var interrupted chan struct{}
 	var stop func() bool
@@ -234,7 +237,12 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, PPID, error)
 		}
 		select {
 		case <-s.a.closed:
-			return 0, 0, ErrClosed
+			return 0, 0, s.a.Err()
+		case <-s.a.ended:
+			// SCTP ended by itself; the monitor is ending the
+			// association and names the cause.
+			<-s.a.closed
+			return 0, 0, s.a.Err()
 		default:
 		}
 		return 0, 0, err

@@ -1,0 +1,152 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Defaults of the limits and timeouts on what remote peers can make this
+// package hold (docs/security.md, "Limits on what a peer can make
+// sctp:// hold"). They hold on a small machine: every limit counts
+// something whose memory is bounded, and their product is what a Listener
+// can be made to hold at worst.
+const (
+	// DefaultMaxHandshakes bounds the DTLS handshakes a Listener runs at
+	// once, from the first ClientHello of a new address until the
+	// handshake ends (Config.MaxHandshakes).
+	DefaultMaxHandshakes = 64
+	// DefaultMaxHandshakesPerPeer bounds them per peer IP address
+	// (Config.MaxHandshakesPerPeer).
+	DefaultMaxHandshakesPerPeer = 8
+	// DefaultMaxAssociations bounds a Listener's associations, from the
+	// end of their DTLS handshake until they end (Config.MaxAssociations).
+	DefaultMaxAssociations = 128
+	// DefaultMaxAssociationsPerPeer bounds them per peer IP address
+	// (Config.MaxAssociationsPerPeer).
+	DefaultMaxAssociationsPerPeer = 16
+	// DefaultAcceptTimeout is how long an association waits for
+	// Listener.Accept, and a DDP Stream Session request for
+	// SessionAcceptor.Accept, before it is refused (Config.AcceptTimeout).
+	DefaultAcceptTimeout = 10 * time.Second
+	// DefaultMaxSessions bounds the DDP Stream Sessions a SessionAcceptor
+	// holds on one association: requests waiting for or under the ULP's
+	// decision and sessions accepted and not yet closed
+	// (Config.MaxSessions).
+	DefaultMaxSessions = 16
+	// DefaultDeadPeerTimeout is how long an association may hear nothing
+	// from its peer before it is closed with ErrPeerDead
+	// (Config.DeadPeerTimeout).
+	DefaultDeadPeerTimeout = 30 * time.Second
+	// deadPeerHeartbeats is how many heartbeats a quiet peer is sent within
+	// DeadPeerTimeout by default (Config.HeartbeatInterval).
+	deadPeerHeartbeats = 6
+)
+
+// Why an association or a session ended or was refused. Association.Err
+// and the errors of its streams and sessions wrap them (errors.Is), and
+// Config.Refused hears them.
+var (
+	// ErrPeerDead: nothing came from the peer, not even the answer to a
+	// heartbeat, for Config.DeadPeerTimeout.
+	ErrPeerDead = errors.New("sctpddp: peer dead: nothing received for longer than the dead-peer timeout")
+	// ErrPeerClosed: the peer ended the association (SCTP SHUTDOWN or
+	// ABORT, a DTLS close_notify) or its DTLS connection failed.
+	ErrPeerClosed = errors.New("sctpddp: the peer ended the association")
+	// ErrTooManyAssociations: the Listener already holds
+	// Config.MaxAssociationsPerPeer associations of the peer's IP address,
+	// or Config.MaxAssociations in all. The DTLS connection is closed
+	// right after its handshake, before the SCTP association starts.
+	ErrTooManyAssociations = errors.New("sctpddp: association limit reached")
+	// ErrTooManySessions: the association already holds
+	// Config.MaxSessions DDP Stream Sessions. The Initiate is answered
+	// with a DDP Stream Session Terminate.
+	ErrTooManySessions = errors.New("sctpddp: DDP Stream Session limit of the association reached")
+	// ErrTooManyPendingSessions: as many session requests as
+	// SessionAcceptor allows are waiting for the ULP's decision (RFC 5043
+	// §6.4). The Initiate is answered with a DDP Stream Session Terminate.
+	ErrTooManyPendingSessions = errors.New("sctpddp: too many DDP Stream Session requests pending a decision")
+	// ErrAcceptTimeout: an association waited Config.AcceptTimeout for
+	// Listener.Accept, or a session request for SessionAcceptor.Accept.
+	ErrAcceptTimeout = errors.New("sctpddp: the application did not accept in time")
+)
+
+// endError is why an association ended: it wraps the cause, and is
+// ErrClosed too, so that operations on the association's streams return
+// an error that both errors.Is ErrClosed and names the cause.
+type endError struct{ cause error }
+
+func (e *endError) Error() string        { return "sctpddp: association closed: " + e.cause.Error() }
+func (e *endError) Unwrap() error        { return e.cause }
+func (e *endError) Is(target error) bool { return target == ErrClosed }
+
+// closedBy returns the error an association ended by cause reports.
+func closedBy(cause error) error {
+	if cause == nil || cause == ErrClosed {
+		return ErrClosed
+	}
+	return &endError{cause}
+}
+
+// peerIP returns the IP address a per-peer limit counts, IPv4-mapped IPv6
+// addresses as IPv4.
+func peerIP(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// peerCounter counts what peers hold, per IP address and in all, under
+// two limits.
+type peerCounter struct {
+	mu       sync.Mutex
+	perPeer  map[netip.Addr]int
+	total    int
+	maxPeer  int
+	maxTotal int
+}
+
+func newPeerCounter(maxPeer, maxTotal int) *peerCounter {
+	return &peerCounter{perPeer: make(map[netip.Addr]int), maxPeer: maxPeer, maxTotal: maxTotal}
+}
+
+// take counts one more for ip, or reports which limit refuses it.
+func (c *peerCounter) take(ip netip.Addr) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.perPeer[ip] >= c.maxPeer || c.total >= c.maxTotal {
+		return ErrTooManyAssociations
+	}
+	c.perPeer[ip]++
+	c.total++
+	return nil
+}
+
+// give counts one less for ip.
+func (c *peerCounter) give(ip netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.perPeer[ip]; n > 1 {
+		c.perPeer[ip] = n - 1
+	} else {
+		delete(c.perPeer, ip)
+	}
+	c.total--
+}
+
+// refused tells Config.Refused.
+func (s *settings) refused(remote net.Addr, why error) {
+	if s.Refused != nil {
+		s.Refused(remote, why)
+	}
+}
