@@ -42,8 +42,8 @@ type Association struct {
 	once     sync.Once
 	why      error // why it ended: set before closed is closed
 	closeErr error
-	local    atomic.Bool // Shutdown was called
-	onEnd    func()      // called once when it ends (a Listener's count)
+	local    atomic.Bool    // Shutdown was called
+	onEnd    func()         // called once when it ends (a Listener's count)
 	wg       sync.WaitGroup // acceptLoop, monitor
 }
 
