@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -245,8 +244,11 @@ func (cl *client) advertised(adv *rdmap.MemoryRegion) {
 	if cp.ByteLen != 16 {
 		t.Fatalf("advertisement of %d bytes, want 16", cp.ByteLen)
 	}
-	b := adv.Bytes()
-	cl.stag, cl.to, cl.length = binary.BigEndian.Uint32(b), binary.BigEndian.Uint64(b[4:]), binary.BigEndian.Uint32(b[12:])
+	rb, _, err := rdmap.ParseRemoteBuffer(adv.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.stag, cl.to, cl.length = rb.STag, rb.TO, rb.Len
 }
 
 func (cl *client) reg(b []byte) *rdmap.MemoryRegion {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -35,7 +34,8 @@ A responder for labs and tests. For each connection it registers a memory
 region of --mr-size bytes with remote read and write rights, filled with
 byte(i % 251), posts --recv-depth receive buffers of --recv-size bytes
 (reposting each as it completes), and as soon as the stream runs sends one
-Send whose 16-byte payload advertises the region, big-endian:
+Send whose 16-byte payload advertises the region, big-endian (Go programs
+read it with rdmap.ParseRemoteBuffer):
 
 	STag (u32) | TO (u64) | length (u32)
 
@@ -287,10 +287,7 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 		return err
 	}
 	defer adv.Deregister()
-	b := adv.Bytes()
-	binary.BigEndian.PutUint32(b[0:4], mr.STag())
-	binary.BigEndian.PutUint64(b[4:12], serveTO)
-	binary.BigEndian.PutUint32(b[12:16], uint32(o.mrSize))
+	mr.Remote().Append(adv.Bytes()[:0])
 
 	// The MSN of each delivered untagged Send message, in order: its
 	// receive completion follows.
