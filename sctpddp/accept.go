@@ -5,6 +5,7 @@ package sctpddp
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -14,10 +15,12 @@ import (
 const DefaultPendingSessions = 16
 
 // SessionAcceptor hands out the DDP Stream Session requests of one
-// association, within two limits: requests pending the ULP's decision
-// (RFC 5043 §6.4) and sessions the association holds
-// (Config.MaxSessions). An Initiate beyond either is answered with a DDP
-// Stream Session Terminate, and Config.Refused hears why.
+// association, within limits: requests pending the ULP's decision (RFC
+// 5043 §6.4) and sessions held, by the association (Config.MaxSessions)
+// and, on a Listener's association, by the peer's IP address
+// (Config.MaxPeerSessions) and the Listener (Config.MaxListenerSessions).
+// An Initiate beyond a limit is answered with a DDP Stream Session
+// Terminate, and Config.Refused hears why.
 type SessionAcceptor struct {
 	a          *Association
 	maxPending int
@@ -40,9 +43,11 @@ type SessionAcceptor struct {
 // A request counts as pending from the arrival of its stream until
 // Accept returns it; one that Accept does not return within
 // Config.AcceptTimeout is answered with a Terminate. The association holds
-// at most Config.MaxSessions sessions, counted from the request until the
-// Session closes (or the request is rejected); more are refused the same
-// way. Call it once per association.
+// at most Config.MaxSessions sessions (and a Listener's associations
+// Config.MaxPeerSessions per peer IP address and Config.MaxListenerSessions
+// in all), counted from the request until the Session closes or the
+// request is rejected; more are refused the same way. Call it once per
+// association.
 func (a *Association) Sessions(pending int) *SessionAcceptor {
 	if pending <= 0 {
 		pending = a.s.MaxPendingSessions
@@ -116,11 +121,19 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 	}
 	if sa.held >= sa.maxHeld {
 		sa.mu.Unlock()
-		sa.refuse(st, fmt.Errorf("%w (%d)", ErrTooManySessions, sa.maxHeld))
+		sa.refuse(st, fmt.Errorf("%w (%d on the association)", ErrTooManySessions, sa.maxHeld))
 		return
 	}
+	ip := peerIP(sa.a.RemoteAddr())
+	if c := sa.a.sessions; c != nil {
+		if err := c.take(ip); err != nil {
+			sa.mu.Unlock()
+			sa.refuse(st, err)
+			return
+		}
+	}
 	sa.held++
-	r.release = sa.releaseOnce()
+	r.release = sa.releaseOnce(ip)
 	r.expire = time.AfterFunc(sa.a.s.AcceptTimeout, func() { sa.expire(r) })
 	sa.queue = append(sa.queue, r)
 	sa.mu.Unlock()
@@ -147,17 +160,22 @@ func (sa *SessionAcceptor) expire(r *SessionRequest) {
 	}
 	r.once.Do(func() {})
 	r.release()
-	sa.refuse(r.st, ErrAcceptTimeout)
+	if !sa.a.isClosed() {
+		sa.refuse(r.st, ErrAcceptTimeout)
+	}
 }
 
 // releaseOnce returns the function that gives back one held session.
-func (sa *SessionAcceptor) releaseOnce() func() {
+func (sa *SessionAcceptor) releaseOnce(ip netip.Addr) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			sa.mu.Lock()
 			sa.held--
 			sa.mu.Unlock()
+			if c := sa.a.sessions; c != nil {
+				c.give(ip)
+			}
 		})
 	}
 }

@@ -44,6 +44,7 @@ type Association struct {
 	closeErr error
 	local    atomic.Bool    // Shutdown was called
 	onEnd    func()         // called once when it ends (a Listener's count)
+	sessions *peerCounter   // a Listener's count of sessions; nil if dialed
 	wg       sync.WaitGroup // acceptLoop, monitor
 }
 

@@ -131,12 +131,17 @@ type Config struct {
 	// MaxSessions bounds the DDP Stream Sessions a SessionAcceptor holds
 	// on one association (DefaultMaxSessions): requests waiting for or
 	// under the ULP's decision, and sessions accepted and not yet closed.
-	// An Initiate beyond it is answered with a DDP Stream Session
-	// Terminate (ErrTooManySessions). MaxPendingSessions is the limit on
-	// requests pending a decision that Association.Sessions(0) uses
+	// MaxPeerSessions bounds them over a Listener's associations of one
+	// peer IP address (DefaultMaxPeerSessions), MaxListenerSessions over
+	// all of them (DefaultMaxListenerSessions). An Initiate beyond a limit
+	// is answered with a DDP Stream Session Terminate
+	// (ErrTooManySessions). MaxPendingSessions is the limit on requests
+	// pending a decision that Association.Sessions(0) uses
 	// (DefaultPendingSessions).
-	MaxSessions        int
-	MaxPendingSessions int
+	MaxSessions         int
+	MaxPeerSessions     int
+	MaxListenerSessions int
+	MaxPendingSessions  int
 	// DeadPeerTimeout closes an association that has received nothing from
 	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;
 	// negative: never). A quiet peer is sent an SCTP HEARTBEAT every
@@ -266,6 +271,8 @@ func (c *Config) settings() (*settings, error) {
 	s.MaxAssociations = positive(s.MaxAssociations, DefaultMaxAssociations)
 	s.MaxAssociationsPerPeer = positive(s.MaxAssociationsPerPeer, DefaultMaxAssociationsPerPeer)
 	s.MaxSessions = positive(s.MaxSessions, DefaultMaxSessions)
+	s.MaxPeerSessions = positive(s.MaxPeerSessions, DefaultMaxPeerSessions)
+	s.MaxListenerSessions = positive(s.MaxListenerSessions, DefaultMaxListenerSessions)
 	s.MaxPendingSessions = positive(s.MaxPendingSessions, DefaultPendingSessions)
 	if s.AcceptTimeout <= 0 {
 		s.AcceptTimeout = DefaultAcceptTimeout

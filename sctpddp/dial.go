@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pion/dtls/v3"
+	"github.com/pion/sctp"
 )
 
 // listenConfig returns a net.ListenConfig that sizes the UDP socket's
@@ -70,7 +71,7 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	a, err := newAssociation(ctx, s, conn, false, nil)
 	if err != nil {
 		_ = conn.Close()
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, sctp.ErrAssociationClosedBeforeConn) {
 			// The server closed the DTLS connection right after its
 			// handshake: that is how a Listener refuses an association.
 			return nil, fmt.Errorf("sctpddp: %s closed the connection before the SCTP handshake (at its association limit for this address?): %w", addr, err)
@@ -120,10 +121,11 @@ func (s *settings) checkPeer(conn *dtls.Conn) error {
 // peer IP address, until they end; the time an association waits for
 // Accept.
 type Listener struct {
-	s     *settings
-	mux   *udpMux
-	opts  []dtls.ServerOption
-	peers *peerCounter // associations
+	s        *settings
+	mux      *udpMux
+	opts     []dtls.ServerOption
+	peers    *peerCounter // associations
+	sessions *peerCounter // sessions of all its associations
 
 	ready  chan *Association
 	ctx    context.Context // cancelled by Close: aborts handshakes
@@ -148,10 +150,11 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 	}
 	opts, _ := s.dtlsOptions(true, nil)
 	l := &Listener{
-		s:     s,
-		opts:  opts,
-		peers: newPeerCounter(s.MaxAssociationsPerPeer, s.MaxAssociations),
-		ready: make(chan *Association),
+		s:        s,
+		opts:     opts,
+		peers:    newPeerCounter(s.MaxAssociationsPerPeer, s.MaxAssociations, ErrTooManyAssociations),
+		sessions: newPeerCounter(s.MaxPeerSessions, s.MaxListenerSessions, ErrTooManySessions),
+		ready:    make(chan *Association),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	// onNew runs under the mux's lock, which close takes too: no
@@ -171,6 +174,12 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 // hands the association to Accept.
 func (l *Listener) handshake(c *muxConn) {
 	defer l.wg.Done()
+	select {
+	case <-c.done:
+		_ = c.Close() // evicted before it started
+		return
+	default:
+	}
 	conn, err := dtls.ServerWithOptions(c, c.RemoteAddr(), l.opts...)
 	if err != nil {
 		_ = c.Close()
@@ -199,13 +208,14 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = conn.Close()
 		return
 	}
+	a.sessions = l.sessions
 	t := time.NewTimer(l.s.AcceptTimeout)
 	defer t.Stop()
 	select {
 	case l.ready <- a:
 	case <-t.C:
-		_ = a.closeWith(ErrAcceptTimeout)
 		l.s.refused(c.RemoteAddr(), ErrAcceptTimeout)
+		_ = a.closeWith(ErrAcceptTimeout)
 	case <-l.ctx.Done():
 		_ = a.Close()
 	}

@@ -4,6 +4,7 @@ package sctpddp
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -38,6 +39,13 @@ const (
 	// decision and sessions accepted and not yet closed
 	// (Config.MaxSessions).
 	DefaultMaxSessions = 16
+	// DefaultMaxPeerSessions and DefaultMaxListenerSessions bound them
+	// over all the associations of a Listener, per peer IP address and in
+	// all (Config.MaxPeerSessions, Config.MaxListenerSessions). A session
+	// costs its queue pair's memory: about 1.5 MiB today, most of it the
+	// DDP reassembly window of 32768 segments (ddp.Stream.SetWindow).
+	DefaultMaxPeerSessions     = 64
+	DefaultMaxListenerSessions = 256
 	// DefaultDeadPeerTimeout is how long an association may hear nothing
 	// from its peer before it is closed with ErrPeerDead
 	// (Config.DeadPeerTimeout).
@@ -63,8 +71,10 @@ var (
 	// right after its handshake, before the SCTP association starts.
 	ErrTooManyAssociations = errors.New("sctpddp: association limit reached")
 	// ErrTooManySessions: the association already holds
-	// Config.MaxSessions DDP Stream Sessions. The Initiate is answered
-	// with a DDP Stream Session Terminate.
+	// Config.MaxSessions DDP Stream Sessions, or the Listener
+	// Config.MaxPeerSessions of the peer's IP address or
+	// Config.MaxListenerSessions in all. The Initiate is answered with a
+	// DDP Stream Session Terminate.
 	ErrTooManySessions = errors.New("sctpddp: DDP Stream Session limit of the association reached")
 	// ErrTooManyPendingSessions: as many session requests as
 	// SessionAcceptor allows are waiting for the ULP's decision (RFC 5043
@@ -107,25 +117,29 @@ func peerIP(a net.Addr) netip.Addr {
 }
 
 // peerCounter counts what peers hold, per IP address and in all, under
-// two limits.
+// two limits; what refuses is err.
 type peerCounter struct {
 	mu       sync.Mutex
 	perPeer  map[netip.Addr]int
 	total    int
 	maxPeer  int
 	maxTotal int
+	err      error
 }
 
-func newPeerCounter(maxPeer, maxTotal int) *peerCounter {
-	return &peerCounter{perPeer: make(map[netip.Addr]int), maxPeer: maxPeer, maxTotal: maxTotal}
+func newPeerCounter(maxPeer, maxTotal int, err error) *peerCounter {
+	return &peerCounter{perPeer: make(map[netip.Addr]int), maxPeer: maxPeer, maxTotal: maxTotal, err: err}
 }
 
 // take counts one more for ip, or reports which limit refuses it.
 func (c *peerCounter) take(ip netip.Addr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.perPeer[ip] >= c.maxPeer || c.total >= c.maxTotal {
-		return ErrTooManyAssociations
+	if c.perPeer[ip] >= c.maxPeer {
+		return fmt.Errorf("%w (%d for %v)", c.err, c.maxPeer, ip)
+	}
+	if c.total >= c.maxTotal {
+		return fmt.Errorf("%w (%d in the Listener)", c.err, c.maxTotal)
 	}
 	c.perPeer[ip]++
 	c.total++

@@ -23,17 +23,20 @@ import (
 //   - A datagram from an unknown address creates state only if it is the
 //     first record of a DTLS ClientHello (isClientHello); anything else is
 //     dropped at the cost of reading it.
-//   - Handshaking addresses are capped in all (MaxHandshakes) and per IP
-//     address (MaxHandshakesPerPeer). A handshake makes progress when pion
-//     sends the ServerHello, which it does only once the client has echoed
-//     the cookie of pion's HelloVerifyRequest: a spoofed source never
-//     receives that cookie. At a cap, the oldest handshake without
-//     progress is evicted (closed) to make room; only when every one has
-//     progressed is the new ClientHello dropped. A genuine client
-//     therefore loses to spoofed ones only if it does not answer the
-//     HelloVerifyRequest before MaxHandshakes (or MaxHandshakesPerPeer,
-//     for a flood from its own IP address) newer ClientHellos arrive; it
-//     then retransmits, and starts again.
+//   - Handshaking addresses are capped in all (MaxHandshakes) and per peer
+//     (MaxHandshakesPerPeer; a peer is an IPv4 address or an IPv6 /64). A
+//     handshake makes progress when pion sends the ServerHello, which it
+//     does only once the client has echoed the cookie of pion's
+//     HelloVerifyRequest: a spoofed source never receives that cookie. At
+//     the per-peer cap, that peer's oldest handshake without progress is
+//     evicted (closed) to make room; at the total cap, the oldest of the
+//     peer with the most handshakes without progress. Only when every
+//     handshake has progressed is the new ClientHello dropped. A flood from
+//     spoofed sources thus evicts its own handshakes first: a genuine
+//     client is evicted only by a flood from more distinct peers than
+//     MaxHandshakes, and only if it does not answer the HelloVerifyRequest
+//     before that many newer ClientHellos arrive; it then retransmits, and
+//     starts again.
 //   - Datagrams queued for a connection, between the socket and pion's
 //     reader, are bounded in bytes (muxConn.limit): more are dropped, as
 //     a full socket buffer would.
@@ -50,14 +53,16 @@ type udpMux struct {
 
 	mu          sync.Mutex
 	conns       map[netip.AddrPort]*muxConn
-	perPeer     map[netip.Addr]int // handshaking conns per IP address
+	perPeer     map[netip.Addr]int // handshaking conns per peer (handshakePeer)
+	freshPeer   map[netip.Addr]int // those without progress
 	handshaking int
+	evicted     int     // conns evicted whose pion connection has not closed yet
 	fresh       muxList // handshaking without progress, oldest first
 	accepting   bool
 	refs        int // the listener (until close) and each open conn
 
 	// Counters, for tests and the soak.
-	notHello, evicted, dropped, created atomic.Uint64
+	notHello, evictions, dropped, created atomic.Uint64
 
 	readDone chan struct{}
 }
@@ -102,6 +107,7 @@ func newUDPMux(conn *net.UDPConn, s *settings, onNew func(*muxConn)) *udpMux {
 		establishedQueue: 2 * int(s.MaxReceiveBufferSize),
 		conns:            make(map[netip.AddrPort]*muxConn),
 		perPeer:          make(map[netip.Addr]int),
+		freshPeer:        make(map[netip.Addr]int),
 		accepting:        true,
 		refs:             1,
 		readDone:         make(chan struct{}),
@@ -151,18 +157,27 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		m.notHello.Add(1)
 		return nil
 	}
-	ip := raddr.Addr()
-	if m.perPeer[ip] >= m.maxPerPeer && !m.evict(ip, true) {
+	peer := handshakePeer(raddr.Addr())
+	if m.perPeer[peer] >= m.maxPerPeer && !m.evict(peer, true) {
 		m.dropped.Add(1)
 		return nil
 	}
-	if m.handshaking >= m.maxHandshakes && !m.evict(ip, false) {
+	if m.handshaking >= m.maxHandshakes && !m.evict(peer, false) {
+		m.dropped.Add(1)
+		return nil
+	}
+	// Evicted handshakes hold their goroutines until pion has noticed:
+	// when the machine is too busy to wind them down as fast as a flood
+	// evicts them, new ClientHellos wait (are dropped; clients
+	// retransmit).
+	if m.handshaking+m.evicted >= 2*m.maxHandshakes {
 		m.dropped.Add(1)
 		return nil
 	}
 	c := &muxConn{
 		m:      m,
 		raddr:  raddr,
+		peer:   peer,
 		addr:   net.UDPAddrFromAddrPort(raddr),
 		limit:  m.handshakeQueue,
 		notify: make(chan struct{}, 1),
@@ -172,7 +187,8 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		state:  connFresh,
 	}
 	m.conns[raddr] = c
-	m.perPeer[ip]++
+	m.perPeer[peer]++
+	m.freshPeer[peer]++
 	m.handshaking++
 	m.fresh.pushBack(c)
 	m.refs++
@@ -181,44 +197,82 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 	return c
 }
 
-// evict closes the oldest handshake without progress (of ip, if
-// samePeer) and reports whether there was one. The caller holds mu.
-func (m *udpMux) evict(ip netip.Addr, samePeer bool) bool {
+// handshakePeer is what the handshake limits count as one peer: an IPv4
+// address, or an IPv6 address's /64 prefix (one host may hold a whole
+// /64).
+func handshakePeer(ip netip.Addr) netip.Addr {
+	if ip.Is4() {
+		return ip
+	}
+	p, _ := ip.Prefix(64)
+	return p.Addr()
+}
+
+// evict closes a handshake without progress and reports whether there was
+// one: with samePeer, the oldest of peer; otherwise the oldest of the
+// peer that has the most of them, so that a flood from some addresses
+// makes room at their own expense rather than at a genuine client's. The
+// caller holds mu.
+func (m *udpMux) evict(peer netip.Addr, samePeer bool) bool {
+	if !samePeer {
+		most := 0
+		for p, n := range m.freshPeer {
+			if n > most {
+				peer, most = p, n
+			}
+		}
+		if most == 0 {
+			return false
+		}
+	}
 	for c := m.fresh.head; c != nil; c = c.next {
-		if samePeer && c.raddr.Addr() != ip {
+		if c.peer != peer {
 			continue
 		}
-		m.evicted.Add(1)
+		m.evictions.Add(1)
 		m.removeLocked(c)
+		c.state = connEvicted
+		m.evicted++
 		c.closeQueue()
 		return true
 	}
 	return false
 }
 
-// removeLocked takes c out of the tables and the handshake counts. The
+// leaveFresh takes c off the list of handshakes without progress. The
 // caller holds mu.
+func (m *udpMux) leaveFresh(c *muxConn) {
+	m.fresh.remove(c)
+	decrement(m.freshPeer, c.peer)
+}
+
+// removeLocked takes c out of the tables and the handshake counts; the
+// reference it holds on the socket stays until Close. The caller holds
+// mu.
 func (m *udpMux) removeLocked(c *muxConn) {
 	if c.state == connClosed {
 		return
 	}
 	if c.state == connFresh {
-		m.fresh.remove(c)
+		m.leaveFresh(c)
 	}
 	if c.state != connEstablished {
-		ip := c.raddr.Addr()
-		if n := m.perPeer[ip]; n > 1 {
-			m.perPeer[ip] = n - 1
-		} else {
-			delete(m.perPeer, ip)
-		}
+		decrement(m.perPeer, c.peer)
 		m.handshaking--
 	}
 	if m.conns[c.raddr] == c {
 		delete(m.conns, c.raddr)
 	}
 	c.state = connClosed
-	m.unrefLocked()
+}
+
+// decrement counts one less for k, forgetting it at zero.
+func decrement(counts map[netip.Addr]int, k netip.Addr) {
+	if n := counts[k]; n > 1 {
+		counts[k] = n - 1
+	} else {
+		delete(counts, k)
+	}
 }
 
 // unrefLocked drops one reference; the last closes the socket. The caller
@@ -235,7 +289,7 @@ func (m *udpMux) progress(c *muxConn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c.state == connFresh {
-		m.fresh.remove(c)
+		m.leaveFresh(c)
 		c.state = connProgressed
 	}
 }
@@ -246,14 +300,9 @@ func (m *udpMux) established(c *muxConn) {
 	m.mu.Lock()
 	if c.state == connFresh || c.state == connProgressed {
 		if c.state == connFresh {
-			m.fresh.remove(c)
+			m.leaveFresh(c)
 		}
-		ip := c.raddr.Addr()
-		if n := m.perPeer[ip]; n > 1 {
-			m.perPeer[ip] = n - 1
-		} else {
-			delete(m.perPeer, ip)
-		}
+		decrement(m.perPeer, c.peer)
 		m.handshaking--
 		c.state = connEstablished
 	}
@@ -290,6 +339,7 @@ const (
 	connFresh       connState = iota // handshaking, no cookie echoed yet
 	connProgressed                   // handshaking, past the cookie exchange
 	connEstablished                  // DTLS handshake done
+	connEvicted                      // closed by the mux; pion has yet to Close
 	connClosed
 )
 
@@ -299,6 +349,7 @@ const (
 type muxConn struct {
 	m     *udpMux
 	raddr netip.AddrPort
+	peer  netip.Addr // handshakePeer
 	addr  *net.UDPAddr
 
 	// Guarded by m.mu.
@@ -416,9 +467,20 @@ func (c *muxConn) WriteTo(p []byte, _ net.Addr) (int, error) {
 
 // Close releases the address: a later ClientHello from it starts anew.
 func (c *muxConn) Close() error {
-	c.m.mu.Lock()
-	c.m.removeLocked(c)
-	c.m.mu.Unlock()
+	m := c.m
+	m.mu.Lock()
+	switch c.state {
+	case connEvicted:
+		m.evicted--
+	case connClosed:
+		m.mu.Unlock()
+		return nil
+	default:
+		m.removeLocked(c)
+	}
+	c.state = connClosed
+	m.unrefLocked()
+	m.mu.Unlock()
 	c.closeQueue()
 	return nil
 }
