@@ -118,10 +118,18 @@ func (a *Association) acceptLoop() {
 	defer a.wg.Done()
 	defer close(a.ended)
 	defer close(a.accepted)
+	started := 0
 	for {
 		st, err := a.sctp.AcceptStream()
 		if err != nil {
 			return // the association has ended
+		}
+		if started++; started > a.s.MaxStreams {
+			if !a.isClosed() {
+				a.s.refused(a.RemoteAddr(), ErrTooManyStreams)
+				_ = a.end(fmt.Errorf("%w (%d)", ErrTooManyStreams, a.s.MaxStreams))
+			}
+			continue // until pion's close ends AcceptStream
 		}
 		select {
 		case a.accepted <- st:
@@ -194,13 +202,14 @@ func (a *Association) PeerCertificate() *x509.Certificate {
 // Done is closed when the association ends: Close or Shutdown was called,
 // the peer ended it, its peer was found dead (Config.DeadPeerTimeout), or
 // a Listener closed it because the application did not accept it in time
-// (Config.AcceptTimeout). Err then says why.
+// (Config.AcceptTimeout), or the peer started too many streams
+// (Config.MaxStreams). Err then says why.
 func (a *Association) Done() <-chan struct{} { return a.closed }
 
 // Err returns nil while the association is open, and then why it ended:
 // ErrClosed if it was closed here (Close, Shutdown), otherwise an error
 // that is ErrClosed and wraps the cause (errors.Is): ErrPeerClosed,
-// ErrPeerDead or ErrAcceptTimeout. Reads and writes on its streams that
+// ErrPeerDead, ErrAcceptTimeout or ErrTooManyStreams. Reads and writes on its streams that
 // fail because it ended return the same error.
 func (a *Association) Err() error {
 	select {

@@ -142,6 +142,12 @@ type Config struct {
 	MaxPeerSessions     int
 	MaxListenerSessions int
 	MaxPendingSessions  int
+	// MaxStreams bounds the SCTP streams the peer starts on one
+	// association over its life, each the first message on a new Stream
+	// Identifier (DefaultMaxStreams): pion/sctp keeps each until the peer
+	// resets it. A peer that starts more has its association closed
+	// (ErrTooManyStreams). Applies to Dial's associations too.
+	MaxStreams int
 	// DeadPeerTimeout closes an association that has received nothing from
 	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;
 	// negative: never). A quiet peer is sent an SCTP HEARTBEAT every
@@ -152,7 +158,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Refused, if set, hears of each association or DDP Stream Session
 	// refused or closed by these limits and why: ErrTooManyAssociations,
-	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout.
+	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout,
+	// ErrTooManyStreams.
 	// Handshakes dropped before the cookie exchange are not reported: their
 	// source addresses may be spoofed. It must be quick and safe for
 	// concurrent use.
@@ -274,6 +281,7 @@ func (c *Config) settings() (*settings, error) {
 	s.MaxPeerSessions = positive(s.MaxPeerSessions, DefaultMaxPeerSessions)
 	s.MaxListenerSessions = positive(s.MaxListenerSessions, DefaultMaxListenerSessions)
 	s.MaxPendingSessions = positive(s.MaxPendingSessions, DefaultPendingSessions)
+	s.MaxStreams = positive(s.MaxStreams, DefaultMaxStreams)
 	if s.AcceptTimeout <= 0 {
 		s.AcceptTimeout = DefaultAcceptTimeout
 	}

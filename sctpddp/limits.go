@@ -46,6 +46,11 @@ const (
 	// DDP reassembly window of 32768 segments (ddp.Stream.SetWindow).
 	DefaultMaxPeerSessions     = 64
 	DefaultMaxListenerSessions = 256
+	// DefaultMaxStreams bounds the SCTP streams a peer starts on one
+	// association over its life (Config.MaxStreams): pion/sctp keeps
+	// about 1.3 KiB for each stream until the peer resets it, and a peer
+	// may use every one of the 65536 stream identifiers.
+	DefaultMaxStreams = 1024
 	// DefaultDeadPeerTimeout is how long an association may hear nothing
 	// from its peer before it is closed with ErrPeerDead
 	// (Config.DeadPeerTimeout).
@@ -80,6 +85,9 @@ var (
 	// SessionAcceptor allows are waiting for the ULP's decision (RFC 5043
 	// §6.4). The Initiate is answered with a DDP Stream Session Terminate.
 	ErrTooManyPendingSessions = errors.New("sctpddp: too many DDP Stream Session requests pending a decision")
+	// ErrTooManyStreams: the peer started more than Config.MaxStreams
+	// SCTP streams on the association, which is closed.
+	ErrTooManyStreams = errors.New("sctpddp: the peer started too many SCTP streams")
 	// ErrAcceptTimeout: an association waited Config.AcceptTimeout for
 	// Listener.Accept, or a session request for SessionAcceptor.Accept.
 	ErrAcceptTimeout = errors.New("sctpddp: the application did not accept in time")

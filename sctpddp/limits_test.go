@@ -882,3 +882,31 @@ func TestHandshakeFlood(t *testing.T) {
 		t.Errorf("heap after the flood %v, before %v", after, before)
 	}
 }
+
+// A peer that starts more streams than MaxStreams loses its association.
+func TestTooManyStreams(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	var heard refusals
+	srv.MaxStreams, srv.Refused = 20, heard.hear
+	server, client := connect(t, srv, cli)
+	server.Sessions(0)
+	ctx := testCtx(t)
+	for i := range 21 {
+		st, err := client.OpenStream(uint16(100 + i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate}); err != nil {
+			break // the server closed the association already
+		}
+	}
+	select {
+	case <-server.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the association survived")
+	}
+	if !errors.Is(server.Err(), ErrTooManyStreams) || heard.count(ErrTooManyStreams) != 1 {
+		t.Fatalf("Err %v; Refused heard %v", server.Err(), heard.why)
+	}
+}
