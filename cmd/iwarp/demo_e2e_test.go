@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/web"
 )
 
@@ -75,11 +77,11 @@ func TestDemoInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	d := newDemoServer(assets, &log)
+	var log syncWriter
+	d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- d.serve(sctx, ln) }()
+	go func() { served <- d.Serve(sctx, ln) }()
 	defer func() {
 		stop()
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -102,4 +104,22 @@ func TestDemoInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the browser test failed: %v (screenshots in %s)", err, artifacts)
 	}
+}
+
+// syncWriter collects the demo server's log.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 	"github.com/iwarpgo/iwarp/wasm/peer"
@@ -26,12 +28,14 @@ const observeKept = 8
 // serve joins the demo's signaling as a tab, and a page that observes that
 // tab draws the serve's regions and every segment placed in them, its
 // completions and Terminates, in the same picture as a browser peer's.
-// It reports only while some page watches.
+// Observing needs consent: the serve asks the demo for an observing code
+// (joining with --observe is its consent), and a page that types the
+// code observes it. It reports only while some page watches.
 type demoLink struct {
 	ws     *websocket.Conn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	tab    chan int // the tab id the demo gave this serve, once
+	tab    chan int // the observing code the demo gave this serve, once
 
 	mu       sync.Mutex // guards the fields below
 	watchers int
@@ -74,7 +78,8 @@ func dialDemo(ctx context.Context, addr string) (*demoLink, error) {
 	return l, nil
 }
 
-// Tab waits for the tab id the demo gave this serve.
+// Tab waits for the observing code the demo gave this serve (six
+// digits): a page that types it under "Observe a tab" watches the serve.
 func (l *demoLink) Tab(ctx context.Context) (int, error) {
 	select {
 	case id := <-l.tab:
@@ -92,15 +97,25 @@ func (l *demoLink) readLoop(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		var m sigMsg
+		var m demo.Message
 		if json.Unmarshal(b, &m) != nil {
 			continue
 		}
 		switch m.Type {
 		case "welcome":
-			select {
-			case l.tab <- m.ID:
-			default:
+			b, _ := json.Marshal(demo.Message{Type: "invite", Purpose: "observe"})
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := l.ws.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				return
+			}
+		case "code":
+			if code, err := strconv.Atoi(m.Code); err == nil && m.Purpose == "observe" {
+				select {
+				case l.tab <- code:
+				default:
+				}
 			}
 		case "observers":
 			l.mu.Lock()
@@ -150,7 +165,7 @@ func (l *demoLink) reportLoop(ctx context.Context) {
 			"remote": map[string]any{"events": []peer.Event{}},
 			"status": fmt.Sprintf("iwarp serve: %d region(s) of its connections (the first %d octets of each shown)", n, observeShown),
 		}
-		b, err := json.Marshal(sigMsg{Type: "report", Body: body})
+		b, err := json.Marshal(demo.Message{Type: "report", Body: body})
 		if err != nil {
 			continue
 		}

@@ -4,53 +4,65 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net/http/httptest"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/web"
 )
 
 // serve --observe joins a running demo as a tab; a page observing that
 // tab receives the serve's region and the placements of a client's RDMA
 // Write into it, with the written octets.
 func TestServeObservedByDemo(t *testing.T) {
-	d := newDemoServer(testAssets(t), io.Discard)
-	srv := httptest.NewServer(d.handler())
-	defer srv.Close()
+	srvURL := startDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096", "--observe", strings.TrimPrefix(srv.URL, "http://"))
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096", "--observe", strings.TrimPrefix(srvURL, "http://"))
 	ev := s.next("observed")
-	tab := int(ev["tab"].(float64))
+	code := int(ev["tab"].(float64)) // the observing code: the serve's consent
 
 	// The page: it observes the serve's tab.
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", nil)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srvURL, "http")+"/ws", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
 	ws.SetReadLimit(4 << 20)
-	send := func(m sigMsg) {
+	send := func(m demo.Message) {
 		b, _ := json.Marshal(m)
 		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	send(sigMsg{Type: "observe", To: tab})
+	send(demo.Message{Type: "observe", Code: strconv.Itoa(code)})
 	// The serve's first report (its regions, in full) says it knows it is
 	// watched.
+	tab := 0
 	for {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			t.Fatalf("no first report: %v", err)
 		}
-		var m sigMsg
-		if json.Unmarshal(b, &m) == nil && m.Type == "report" && m.From == tab {
+		var m demo.Message
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		if m.Type == "error" {
+			t.Fatalf("observe: %s", m.Text)
+		}
+		if m.Type == "observing" {
+			tab = m.Peer
+		}
+		if m.Type == "report" && m.From == tab && tab != 0 {
 			break
 		}
 	}
@@ -105,4 +117,29 @@ func TestServeObservedByDemo(t *testing.T) {
 	}
 	cl.close()
 	s.stop()
+}
+
+// startDemo runs a demo server (the page's files only, no browser peer)
+// on a loopback port until the test ends, and returns its URL.
+func startDemo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := web.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := demo.New(demo.Config{Assets: assets, Addr: ln.Addr()})
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("demo: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }

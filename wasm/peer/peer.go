@@ -69,6 +69,9 @@ type Region struct {
 	Filled bool   `json:"filled,omitempty"`
 	Valid  bool   `json:"valid"`
 	Data   []byte `json:"data"` // a copy of the memory (JSON: base64)
+	// QP is the index of the queue pair the region belongs to, when an
+	// end has more than one (Peer.Index).
+	QP int `json:"qp,omitempty"`
 }
 
 // Event is one thing that happened, in the page's words. Segment events
@@ -107,6 +110,21 @@ type Event struct {
 	Remote    bool   `json:"remote,omitempty"`
 	State     string `json:"state,omitempty"`
 	Text      string `json:"text,omitempty"` // a line for the log
+	// QP is the index of the queue pair that saw the event (Peer.Index).
+	QP int `json:"qp,omitempty"`
+	// FPDU events (kind "fpdu", MPA over a byte stream; see Tap): the
+	// direction, where the FPDU starts in the stream (counted from the
+	// first octet of Full Operation, a Marker before it included), its
+	// octets on the stream, the ULPDU_Length, PAD, the offsets of the
+	// Markers in it and its CRC field. Seq numbers the FPDUs of one
+	// direction from 0. Startup frames are kind "mpa-frame" with Text.
+	Out     bool   `json:"out,omitempty"`
+	Pos     uint64 `json:"pos,omitempty"`
+	Wire    int    `json:"wire,omitempty"`
+	ULPDU   int    `json:"ulpdu,omitempty"`
+	Pad     int    `json:"pad,omitempty"`
+	Markers []int  `json:"markers,omitempty"`
+	CRC     uint32 `json:"crc,omitempty"`
 }
 
 // Peer is one end of the demo's stream. Its methods are safe for
@@ -117,6 +135,10 @@ type Peer struct {
 	scq *rdmap.CompletionQueue
 	rcq *rdmap.CompletionQueue
 	QP  *rdmap.QueuePair
+	// Index numbers this peer's queue pair among an end's (0 for the
+	// first); it is copied into every Event and Region. Set it before
+	// the queue pair starts.
+	Index int
 
 	// postMu serialises posting and guards scratch's bytes. It is never
 	// held with mu taken, and mu is never held while posting: rdmap may
@@ -245,6 +267,7 @@ func EventOf(e trace.Event) Event {
 
 func (p *Peer) observe(e trace.Event) {
 	ev := EventOf(e)
+	ev.QP = p.Index
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e.Kind == trace.SegmentPlaced {
@@ -305,6 +328,19 @@ func (p *Peer) placedIn(ev Event) *region {
 	return r
 }
 
+// Add queues an event that did not come from the queue pair (an FPDU
+// seen on the wire, a line for the log).
+func (p *Peer) Add(ev Event) {
+	ev.QP = p.Index
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.events) >= maxEvents {
+		p.dropped++
+		return
+	}
+	p.events = append(p.events, ev)
+}
+
 // Drain returns the events since the last call, how many were dropped
 // because nobody drained them, and whether the regions changed.
 func (p *Peer) Drain() (events []Event, dropped int, changed bool) {
@@ -325,7 +361,7 @@ func (p *Peer) Regions() []Region {
 		out = append(out, Region{
 			Name: r.name, STag: r.mr.STag(), Base: r.mr.Base(), Len: r.mr.Len(),
 			Access: accessWords(r.mr.Access()), Recv: r.recv, MSN: r.msn, Filled: r.fill,
-			Valid: r.valid, Data: slices.Clone(r.shown),
+			Valid: r.valid, Data: slices.Clone(r.shown), QP: p.Index,
 		})
 	}
 	return out

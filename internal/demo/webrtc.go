@@ -1,0 +1,297 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/webrtc/v4"
+
+	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/wasm/peer"
+)
+
+// MaxStreams is the most DDP streams (queue pairs, each on its own data
+// channel of the one SCTP association) a page may ask for.
+const MaxStreams = 2
+
+// holdStream is the Go peer's DDP data channel with the page's MULPDU,
+// which may be below RFC 5043 §9's floor (see peer.MinMULPDU): the
+// session segments to it and sizes its read buffer by it, as the page
+// does. The channel itself accepts segments up to its own, larger limit.
+// Its reads can be held for a while: the page's "hold" command, which
+// shows that one DDP stream waiting does not hold up another.
+type holdStream struct {
+	*sctpddp.DataChannelStream
+	mulpdu int
+
+	mu    sync.Mutex
+	until time.Time
+	wake  chan struct{} // the hold changed
+	intr  chan struct{}
+}
+
+func newHoldStream(st *sctpddp.DataChannelStream, mulpdu int) *holdStream {
+	return &holdStream{DataChannelStream: st, mulpdu: mulpdu, wake: make(chan struct{}, 1), intr: make(chan struct{}, 1)}
+}
+
+func (h *holdStream) MULPDU() int { return h.mulpdu }
+
+func (h *holdStream) hold(d time.Duration) {
+	h.mu.Lock()
+	h.until = time.Now().Add(d)
+	h.mu.Unlock()
+	signal(h.wake)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (h *holdStream) InterruptRead() {
+	signal(h.intr)
+	h.DataChannelStream.InterruptRead()
+}
+
+func (h *holdStream) ReadMessage(ctx context.Context, buf []byte) (int, sctpddp.PPID, error) {
+	for {
+		h.mu.Lock()
+		wait := time.Until(h.until)
+		h.mu.Unlock()
+		if wait <= 0 {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-h.wake:
+		case <-h.intr:
+			t.Stop()
+			return 0, 0, sctpddp.ErrReadInterrupted
+		case <-ctx.Done():
+			t.Stop()
+			return 0, 0, ctx.Err()
+		}
+		t.Stop()
+	}
+	return h.DataChannelStream.ReadMessage(ctx, buf)
+}
+
+// candidatePolicy decides which of a page's ICE candidates the Go peer
+// may send to: only UDP ones, of the served address's family, on this
+// host when the demo is served on loopback, never to a port below 1024;
+// and at most max of them. An offer cannot make the Go peer send
+// connectivity checks to addresses of its choosing.
+type candidatePolicy struct {
+	served net.IP
+	max    int
+}
+
+func (c candidatePolicy) acceptIP(ip net.IP) bool {
+	if ip == nil || ip.IsUnspecified() || ip.IsMulticast() || ip.Equal(net.IPv4bcast) {
+		return false
+	}
+	if (ip.To4() != nil) != (c.served.To4() != nil) {
+		return false
+	}
+	switch {
+	case c.served.IsLoopback():
+		return ip.IsLoopback() || isLocalIP(ip)
+	case c.served.IsUnspecified():
+		return true
+	}
+	return !ip.IsLoopback() || isLocalIP(ip)
+}
+
+// filter returns the offer with the candidates the policy refuses, and
+// those beyond its limit, taken out, and how many there were.
+func (c candidatePolicy) filter(sdp string) (out string, kept, total int) {
+	lines := strings.SplitAfter(sdp, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		t := strings.TrimRight(l, "\r\n")
+		if !strings.HasPrefix(t, "a=candidate:") {
+			b.WriteString(l)
+			continue
+		}
+		total++
+		if kept >= c.max || !c.acceptLine(t) {
+			continue
+		}
+		kept++
+		b.WriteString(l)
+	}
+	return b.String(), kept, total
+}
+
+func (c candidatePolicy) acceptLine(l string) bool {
+	f := strings.Fields(strings.TrimPrefix(l, "a=candidate:"))
+	if len(f) < 7 || !strings.EqualFold(f[2], "udp") || f[6] != "typ" {
+		return false
+	}
+	port, err := strconv.Atoi(f[4+1])
+	if err != nil || port < 1024 || port > 65535 {
+		return false
+	}
+	return c.acceptIP(net.ParseIP(f[4]))
+}
+
+// startWebRTC answers a page's offer with a Go peer on a data channel
+// per DDP stream; its ICE socket is bound to the served address alone
+// and runs through the tab's impaired network.
+func (s *Server) startWebRTC(t *tab, m Message) error {
+	t.setGoPeer(nil)
+	streams := m.Streams
+	if streams == 0 {
+		streams = 1
+	}
+	if streams < 1 || streams > MaxStreams {
+		return fmt.Errorf("%d DDP streams asked for: 1 to %d", streams, MaxStreams)
+	}
+	mulpdu := m.MULPDU
+	if mulpdu == 0 {
+		mulpdu = sctpddp.MaxDataChannelMULPDU
+	}
+	if mulpdu < peer.MinMULPDU || mulpdu > sctpddp.MaxDataChannelMULPDU {
+		return fmt.Errorf("MULPDU %d outside [%d, %d]", mulpdu, peer.MinMULPDU, sctpddp.MaxDataChannelMULPDU)
+	}
+	s.mu.Lock()
+	served := s.host
+	s.mu.Unlock()
+	pol := candidatePolicy{served: served, max: s.cfg.MaxRemoteCandidates}
+	offer, kept, total := pol.filter(m.SDP)
+
+	g, err := newGoPeer(t, "webrtc", streams)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			g.close()
+		}
+	}()
+	network, nt := "udp4", webrtc.NetworkTypeUDP4
+	if served.To4() == nil && !served.IsUnspecified() {
+		network, nt = "udp6", webrtc.NetworkTypeUDP6
+	}
+	uc, err := net.ListenUDP(network, &net.UDPAddr{IP: served})
+	if err != nil {
+		return err
+	}
+	pl := NewPacketLink(uc, t.impairment())
+	g.link = pl
+	mux := ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: pl})
+
+	var se webrtc.SettingEngine
+	se.SetICEUDPMux(mux)
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetNetworkTypes([]webrtc.NetworkType{nt})
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	se.SetRemoteIPFilter(pol.acceptIP)
+	pc, err := webrtc.NewAPI(webrtc.WithSettingEngine(se)).NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		_ = mux.Close()
+		_ = pl.Close()
+		return err
+	}
+	var sessMu sync.Mutex
+	var sessions []*sctpddp.Session
+	var chans []*sctpddp.DataChannelStream
+	g.closers = []func(){
+		func() {
+			sessMu.Lock()
+			ss := sessions
+			sessMu.Unlock()
+			for _, x := range ss {
+				_ = x.Close()
+			}
+		},
+		g.closeQPs,
+		func() {
+			for _, c := range chans {
+				_ = c.Close()
+			}
+		},
+		func() { _ = pc.Close() },
+		func() { _ = mux.Close(); _ = pl.Close(); pl.Wait() },
+	}
+	for i := range streams {
+		st, err := sctpddp.CreateDataChannel(pc, streamID(i), sctpddp.DataChannelConfig{})
+		if err != nil {
+			return err
+		}
+		chans = append(chans, st)
+		g.holds = append(g.holds, newHoldStream(st, mulpdu))
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
+		return fmt.Errorf("the page's offer: %w", err)
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return err
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(answer); err != nil {
+		return err
+	}
+	select {
+	case <-gathered:
+	case <-time.After(5 * time.Second):
+		return errors.New("gathering ICE candidates took over 5 s")
+	case <-t.ctx.Done():
+		return t.ctx.Err()
+	}
+	ok = true
+	t.setGoPeer(g)
+	if err := t.send(Message{Type: "answer", SDP: pc.LocalDescription().SDP, Streams: streams}); err != nil {
+		return err
+	}
+	if total > kept {
+		g.report("Go peer: used %d of the offer's %d ICE candidates (UDP, %s, at most %d)", kept, total, pol.describe(), pol.max)
+	}
+	g.run()
+	for i, h := range g.holds {
+		p := g.peers[i]
+		g.go_(func() {
+			req, err := sctpddp.ReadInitiate(g.ctx, h, 10*time.Second)
+			if err != nil {
+				g.report("the page's DDP Stream Session on data channel %d did not start: %v", h.ID(), err)
+				return
+			}
+			sess, err := req.Accept(p.QP, sctpddp.SessionConfig{Window: peer.Window})
+			if err != nil {
+				g.report("accepting the DDP Stream Session: %v", err)
+				return
+			}
+			sessMu.Lock()
+			sessions = append(sessions, sess)
+			sessMu.Unlock()
+			if g.ctx.Err() != nil {
+				_ = sess.Close()
+				return
+			}
+			g.report("Go peer: DDP Stream Session accepted on data channel %d", sess.ID())
+		})
+	}
+	return nil
+}
+
+func (c candidatePolicy) describe() string {
+	switch {
+	case c.served.IsLoopback():
+		return "on this host"
+	case c.served.To4() != nil:
+		return "IPv4"
+	}
+	return "IPv6"
+}
