@@ -424,6 +424,7 @@ func describeSegment(r *dumpRecord, seg []byte) {
 		e := t.Err()
 		r.Terminate = &dumpTerminate{Layer: uint8(t.Layer), EType: t.EType, ECode: t.Code, LayerName: t.Layer.String(), Name: e.Name()}
 		r.Note = fmt.Sprintf("Terminate: the sender stopped the stream because of a %s error: %s (layer %d, type %d, code %#02x). Nothing more is placed on this stream.", t.Layer, e.Name(), t.Layer, t.EType, t.Code)
+		r.Note += siwTerminateNote(payload)
 	case op.IsSend():
 		if op.Invalidates() {
 			inv := uint32(h.RsvdULP[1])<<24 | uint32(h.RsvdULP[2])<<16 | uint32(h.RsvdULP[3])<<8 | uint32(h.RsvdULP[4])
@@ -685,4 +686,38 @@ func ipv6String(b []byte) string {
 	var a [16]byte
 	copy(a[:], b)
 	return netip.AddrFrom16(a).String()
+}
+
+// siwTerminateNote says when a Terminate Control (its first three
+// octets) looks like Linux siw's on a little-endian machine: siw's struct
+// iwarp_terminate uses bitfields, so its Layer and Error Type nibbles go
+// out swapped and its M, D and R bits land in the low bits of the third
+// octet, which RFC 5040 §4.8 reserves. The note is given when the swapped
+// reading is a registered triple (RFC 6580) and either the RFC reading is
+// not, or the reserved bits hold what would be siw's M, D, R.
+func siwTerminateNote(ctl []byte) string {
+	if len(ctl) < 3 {
+		return ""
+	}
+	// term.Known leaves out DDP's Local Catastrophic error, 0x1/0x0/0x00
+	// (RFC 6580 §3 registers it).
+	known := func(l term.Layer, etype, code uint8) bool {
+		return term.Known(l, etype, code) || (l == term.LayerDDP && etype == 0 && code == 0)
+	}
+	layer, etype, code := term.Layer(ctl[0]>>4), ctl[0]&0xf, ctl[1]
+	sl, se := term.Layer(etype), uint8(layer)
+	if !known(sl, se, code) || sl == layer {
+		return ""
+	}
+	odd := !known(layer, etype, code)
+	siwBits := ctl[2]&0xe0 == 0 && ctl[2]&0x07 != 0
+	if !odd && !siwBits {
+		return ""
+	}
+	how := "looks like"
+	if !odd {
+		how = "may be"
+	}
+	return fmt.Sprintf(" This %s Linux siw's Terminate header on a little-endian machine, whose Layer and Error Type nibbles are swapped: read swapped it is %s / %s (layer %d, type %d, code %#02x).",
+		how, sl, term.New(sl, se, code).Name(), sl, se, code)
 }

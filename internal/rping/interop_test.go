@@ -1,8 +1,10 @@
 package rping
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +20,7 @@ import (
 	"github.com/iwarpgo/iwarp/internal/linuxguest"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/term"
 )
 
 func TestMain(m *testing.M) { os.Exit(linuxguest.Main(m)) }
@@ -420,6 +423,7 @@ func TestInteropGuestServer(t *testing.T) {
 		})
 	}
 }
+
 // dialGuest connects a new client to addr with cfg and returns it with
 // its endpoint; ccfg is the rping Config.
 func dialGuest(t *testing.T, ctx context.Context, addr string, mcfg *mpa.Config, ccfg Config) (*Client, *Endpoint, *mpa.Conn, error) {
@@ -555,4 +559,322 @@ func TestInteropSiwAcceptRaceSweep(t *testing.T) {
 		t.Logf("FirstFPDUDelay %v: %d of %d connections stalled; slowest good one %v", d, stalls[k], n, worst[k].Round(time.Millisecond))
 	}
 	srv.Kill()
+}
+
+// guestTerminates returns what the guest's kernel logged for each
+// Terminate siw received ("siw: got TERMINATE. layer %d, type %d, code
+// %d", read with siw's own struct iwarp_terminate), and clears the log.
+func guestTerminates(t *testing.T, ctx context.Context, g *linuxguest.Guest) []string {
+	t.Helper()
+	out, err := g.Run(ctx, "dmesg -c | grep -o 'siw: got TERMINATE.*' || true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(strings.ReplaceAll(strings.TrimSpace(out), " ", "_"))
+}
+
+// terminateOf returns the one Terminate the client (or the server) sent
+// in a capture, failing the test if there is not exactly one.
+func terminateOf(t *testing.T, c *capture, fromClient bool) (raw []byte, th rdmap.TerminateHeader) {
+	t.Helper()
+	d, err := c.decode()
+	if err != nil {
+		t.Fatalf("decoding the capture: %v", err)
+	}
+	ts := d.terminates(fromClient)
+	if len(ts) != 1 {
+		t.Fatalf("%d Terminates from the %s in the capture, want 1", len(ts), side(fromClient))
+	}
+	th, _, err = rdmap.ParseTerminate(ts[0].payload)
+	if err != nil {
+		t.Fatalf("the Terminate from the %s: %v (% x)", side(fromClient), err, ts[0].payload)
+	}
+	return ts[0].payload, th
+}
+
+// pingByHand does one ping of rping's client protocol on c, step by
+// step, and checks the data that came back.
+func pingByHand(t *testing.T, ctx context.Context, c *Client, ping int) {
+	t.Helper()
+	Fill(c.startMR.Bytes(), ping)
+	if err := c.advertise(c.Source()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(ctx); err != nil {
+		t.Fatalf("go ahead: %v", err)
+	}
+	if err := c.advertise(c.Sink()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(ctx); err != nil {
+		t.Fatalf("done: %v", err)
+	}
+	if !bytes.Equal(c.startMR.Bytes(), c.rdmaMR.Bytes()) {
+		t.Fatalf("ping %d came back as %q", ping, CString(c.rdmaMR.Bytes()))
+	}
+}
+
+// waitStopped waits until qp has stopped on an error and returns it as a
+// *term.Error.
+func waitStopped(t *testing.T, ctx context.Context, qp *rdmap.QueuePair) *term.Error {
+	t.Helper()
+	select {
+	case <-qp.Terminated():
+	case <-ctx.Done():
+		t.Fatalf("the queue pair did not stop (state %v, err %v)", qp.State(), qp.Err())
+	}
+	var te *term.Error
+	if err := qp.Err(); !errors.As(err, &te) {
+		t.Fatalf("the queue pair stopped with %v, want a *term.Error", err)
+	}
+	return te
+}
+
+var updateTestdata = flag.Bool("update", false, "write the captures that cmd/iwarp's tests read (cmd/iwarp/testdata/)")
+
+// TestInteropTerminateFromSiw makes siw send us a Terminate: after one
+// ping, our client Sends twice at once while rping's server has one
+// receive buffer posted. siw reports RFC 5041's "no buffer available"
+// (DDP, untagged buffer error, 0x02), but its struct iwarp_terminate uses
+// little-endian bitfields on x86: the Layer and Error Type nibbles go out
+// swapped (first octet 0x21) and the M, D and R bits land in the reserved
+// bits. Our queue pair decodes by RFC 5040 §4.8: LLP (2), Error Type 1,
+// code 0x02, with M, D and R clear.
+func TestInteropTerminateFromSiw(t *testing.T) {
+	g := linuxguest.Shared(t)
+	ctx := ctxFor(t, time.Minute)
+	const port = 7174
+	addr, err := g.Forward(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := guestServer(t, ctx, g, port, "-v")
+	cap := &capture{}
+	c, ep, _, err := dialGuest(t, ctx, addr, &mpa.Config{ClientServer: true, FirstFPDUDelay: siwDelay, Trace: cap.trace(true)}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingByHand(t, ctx, c, 0)
+	err = ep.QP.PostBatch(func() error {
+		if err := c.advertise(c.Source()); err != nil {
+			return err
+		}
+		return c.advertise(c.Source())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := waitStopped(t, ctx, ep.QP)
+	if l, et, code := te.Triple(); !te.Remote || l != term.LayerLLP || et != 1 || code != 0x02 {
+		t.Errorf("the queue pair stopped with %v (remote %v, triple %v/%d/%#02x), want siw's LLP/1/0x02 as reported by the peer", te, te.Remote, l, et, code)
+	}
+	ep.QP.Close(ctx)
+	sout, _ := srv.Wait(ctx)
+	t.Logf("rping -s:\n%s", sout)
+
+	raw, th := terminateOf(t, cap, false)
+	if raw[0] != 0x21 || raw[1] != 0x02 || raw[2]&0xe0 != 0 {
+		t.Errorf("siw's Terminate Control is % x, want 21 02 with the RFC's M, D, R clear", raw[:4])
+	}
+	if th.Layer != term.LayerLLP || th.EType != 1 || th.Code != 2 || th.M || th.D || th.R {
+		t.Errorf("ParseTerminate reads %v", &th)
+	}
+	// The RFC reading is no registered triple; the swapped one is.
+	if term.Known(th.Layer, th.EType, th.Code) || !errors.Is(term.New(term.Layer(th.EType), uint8(th.Layer), th.Code), term.DDPNoBuffer) {
+		t.Errorf("the RFC reading %v/%d/%d should be unregistered and the swapped one DDP no buffer", th.Layer, th.EType, th.Code)
+	}
+	// siw's M, D and R (little-endian bitfields): bits 0-2 of octet 2.
+	if raw[2]&0x07 != 0x03 {
+		t.Errorf("siw's M and D should be in the low bits of octet 2: % x", raw[:4])
+	}
+	file := filepath.Join(t.TempDir(), "siw-terminate.pcap")
+	if err := cap.writePcap(file, netip.MustParseAddrPort("10.0.2.2:40000"), netip.MustParseAddrPort("10.0.2.15:7174")); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := cap.decode()
+	text := tsharkCheck(t, file, d.fpdus, true)
+	if text != "" && !strings.Contains(text, "Terminate") {
+		t.Errorf("tshark shows no Terminate")
+	}
+	if *updateTestdata {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("../../cmd/iwarp/testdata/siw-terminate.pcap", b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestInteropTerminateToSiw makes us send siw a Terminate, with a client
+// that lies to stock "rping -s" about its buffers: siw then reads or
+// writes an STag we never registered. Our Terminate follows RFC 5040
+// §4.8; siw logs what it reads with its swapped bitfields.
+func TestInteropTerminateToSiw(t *testing.T) {
+	g := linuxguest.Shared(t)
+	const port = 7174
+	addr, err := g.Forward(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		lie   func(t *testing.T, ctx context.Context, c *Client)
+		want  *term.Error
+		octet byte   // the first octet of our Terminate Control
+		siw   string // what siw logs
+	}{
+		{
+			// siw's RDMA Read Request names a source STag we never
+			// registered: RDMAP, Remote Protection Error, Invalid STag
+			// (RFC 5040 §4.8, §7.2 item 4b).
+			name: "read of an unknown STag",
+			lie: func(t *testing.T, ctx context.Context, c *Client) {
+				src := c.Source()
+				src.RKey ^= 0xff // the key of no registration
+				src.Append(c.sendMR.Bytes()[:0])
+				if err := c.send(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: term.RDMAPInvalidSTag, octet: 0x01,
+			siw: "siw:_got_TERMINATE._layer_1,_type_0,_code_0",
+		},
+		{
+			// siw's RDMA Write names a sink STag we never registered: DDP,
+			// Tagged Buffer Error, Invalid STag (RFC 5041 §7.2).
+			name: "write to an unknown STag",
+			lie: func(t *testing.T, ctx context.Context, c *Client) {
+				Fill(c.startMR.Bytes(), 0)
+				if err := c.advertise(c.Source()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.recv(ctx); err != nil {
+					t.Fatalf("go ahead: %v", err)
+				}
+				sink := c.Sink()
+				sink.RKey ^= 0xff
+				if err := c.advertise(sink); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: term.DDPInvalidSTag, octet: 0x11,
+			siw: "siw:_got_TERMINATE._layer_1,_type_1,_code_0",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxFor(t, time.Minute)
+			guestTerminates(t, ctx, g)
+			srv := guestServer(t, ctx, g, port, "-v")
+			cap := &capture{}
+			cl, ep, _, err := dialGuest(t, ctx, addr, &mpa.Config{ClientServer: true, FirstFPDUDelay: siwDelay, Trace: cap.trace(true)}, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pingByHand(t, ctx, cl, 0)
+			c.lie(t, ctx, cl)
+			te := waitStopped(t, ctx, ep.QP)
+			if te.Remote || !errors.Is(te, c.want) {
+				t.Errorf("the queue pair stopped with %v (remote %v), want %v found here", te, te.Remote, c.want)
+			}
+			// Our side closes the connection after the Terminate; rping's
+			// server sees the disconnect.
+			ep.QP.Close(ctx)
+			sout, _ := srv.Wait(ctx)
+			t.Logf("rping -s:\n%s", sout)
+			raw, th := terminateOf(t, cap, true)
+			if raw[0] != c.octet || !errors.Is(th.Err(), c.want) {
+				t.Errorf("our Terminate is % x (%v), want %v", raw[:4], &th, c.want)
+			}
+			if got := guestTerminates(t, ctx, g); len(got) != 1 || got[0] != c.siw {
+				t.Errorf("siw logged %q, want %q", got, c.siw)
+			}
+			d, _ := cap.decode()
+			file := filepath.Join(t.TempDir(), "terminate.pcap")
+			if err := cap.writePcap(file, netip.MustParseAddrPort("10.0.2.2:40000"), netip.MustParseAddrPort("10.0.2.15:7174")); err != nil {
+				t.Fatal(err)
+			}
+			tsharkCheck(t, file, d.fpdus, true)
+		})
+	}
+}
+
+// TestInteropTerminateToSiwClient: our server forgets to post its receive
+// again after the client's first Send, so stock "rping -c"'s second Send
+// (its sink) finds no buffer: we send DDP, Untagged Buffer Error, no
+// buffer available (RFC 5041 §7.2, 0x1/0x2/0x02), the triple siw sent us
+// in TestInteropTerminateFromSiw; siw reads it swapped.
+func TestInteropTerminateToSiwClient(t *testing.T) {
+	g := linuxguest.Shared(t)
+	ctx := ctxFor(t, time.Minute)
+	guestTerminates(t, ctx, g)
+	cap := &capture{}
+	l, err := mpa.Listen("tcp4", "127.0.0.1:0", &mpa.Config{Trace: cap.trace(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ep, err := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), DefaultIRD, DefaultORD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(ep, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Start(fmt.Sprintf("rping -c -a %s -p %d -C 1 -v", linuxguest.HostFromGuest, l.Addr().(*net.TCPAddr).Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req.Accept(ep.QP, nil); err != nil {
+		t.Fatal(err)
+	}
+	// rping's server step by step, without reposting the receive.
+	c, err := s.wait(ctx, rdmap.WorkRecv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := ParseInfo(s.recvMR.Bytes()[:c.ByteLen])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.QP.PostRead(rdmap.ReadWR{ID: wrRDMA, Local: rdmap.SGE{MR: s.rdmaMR, Length: src.Size}, RemoteSTag: src.RKey, RemoteTO: src.Buf}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wait(ctx, rdmap.WorkRead); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.send(); err != nil {
+		t.Fatal(err)
+	}
+	te := waitStopped(t, ctx, ep.QP)
+	if te.Remote || !errors.Is(te, term.DDPNoBuffer) {
+		t.Errorf("our queue pair stopped with %v (remote %v), want DDP no buffer found here", te, te.Remote)
+	}
+	ep.QP.Close(ctx)
+	// rping's client exits 0 whenever it ends disconnected, but it
+	// printed no ping.
+	out, err := cl.Wait(ctx)
+	t.Logf("rping -c: %v\n%s", err, out)
+	if strings.Contains(out, "ping data: ") {
+		t.Errorf("rping -c completed a ping")
+	}
+	raw, th := terminateOf(t, cap, false)
+	if raw[0] != 0x12 || raw[1] != 0x02 || !errors.Is(th.Err(), term.DDPNoBuffer) {
+		t.Errorf("our Terminate is % x (%v), want 12 02: DDP no buffer", raw[:4], &th)
+	}
+	if got := guestTerminates(t, ctx, g); len(got) != 1 || got[0] != "siw:_got_TERMINATE._layer_2,_type_1,_code_2" {
+		t.Errorf("siw logged %q", got)
+	}
+	d, _ := cap.decode()
+	file := filepath.Join(t.TempDir(), "terminate.pcap")
+	if err := cap.writePcap(file, netip.MustParseAddrPort("10.0.2.15:40000"), netip.MustParseAddrPort("10.0.2.2:7174")); err != nil {
+		t.Fatal(err)
+	}
+	tsharkCheck(t, file, d.fpdus, true)
 }
