@@ -52,6 +52,9 @@ const (
 	WorkRead
 	WorkRecv
 	WorkLocalInvalidate
+	WorkCompSwap    // an Atomic CmpSwap (RFC 7306 §5.1.2): COMP_SWAP
+	WorkFetchAdd    // an Atomic FetchAdd (RFC 7306 §5.1.1): FETCH_ADD
+	WorkRecvWithImm // a received Immediate Data message (RFC 7306 §6): Imm holds its data
 )
 
 func (o WorkOp) String() string {
@@ -66,6 +69,12 @@ func (o WorkOp) String() string {
 		return "RECV"
 	case WorkLocalInvalidate:
 		return "LOCAL_INV"
+	case WorkCompSwap:
+		return "COMP_SWAP"
+	case WorkFetchAdd:
+		return "FETCH_ADD"
+	case WorkRecvWithImm:
+		return "RECV_WITH_IMM"
 	}
 	return fmt.Sprintf("WorkOp(%d)", uint8(o))
 }
@@ -73,7 +82,8 @@ func (o WorkOp) String() string {
 // Completion flags.
 const (
 	FlagInvalidated uint8 = 1 << iota // a received Send with Invalidate invalidated InvalidatedSTag
-	FlagSolicited                     // a received Send asked for a Solicited Event
+	FlagSolicited                     // a received Send or Immediate Data asked for a Solicited Event
+	FlagImm                           // a received Immediate Data message: Imm holds its 8 octets (IBV_WC_WITH_IMM)
 )
 
 // Completion is a completion queue entry.
@@ -84,7 +94,13 @@ type Completion struct {
 	ByteLen         uint32
 	InvalidatedSTag uint32
 	Flags           uint8
-	QP              *QueuePair
+	// Imm is the Immediate Data of a WorkRecvWithImm completion (FlagImm):
+	// RFC 7306 fixes it at 8 octets (§6.2), read here as a big-endian
+	// number. (Verbs' imm_data is 4 octets: a program that sends those
+	// finds them in the low 32 bits.) The receive buffer holds the same
+	// octets, and ByteLen is 8.
+	Imm uint64
+	QP  *QueuePair
 	// Err explains a status other than SUCCESS when there is more to say
 	// (the Terminate triple, for one).
 	Err error

@@ -152,7 +152,7 @@ func TestFigure9Rows(t *testing.T) {
 			return untaggedSeg(byte(MakeControl(OpSendInvalidate)), c.foreign.STag(), 0, 1, []byte("x"))
 		}, term.RDMAPProtCannotInvalidate, false, false},
 		{"invalid RDMAP version", func(c *crafted) []byte { return untaggedSeg(0x83, 0, 0, 1, []byte("x")) }, term.RDMAPInvalidVersion, false, false},
-		{"unexpected opcode: reserved", func(c *crafted) []byte { return untaggedSeg(0x48, 0, 0, 1, []byte("x")) }, term.RDMAPUnexpectedOpcode, false, false},
+		{"unexpected opcode: reserved", func(c *crafted) []byte { return untaggedSeg(0x4c, 0, 0, 1, []byte("x")) }, term.RDMAPUnexpectedOpcode, false, false},
 		{"unexpected opcode: tagged Send", func(c *crafted) []byte { return taggedSeg(0x43, c.src.STag(), 0x1000, []byte("x")) }, term.RDMAPUnexpectedOpcode, false, false},
 		{"unexpected opcode: Send on queue 1", func(c *crafted) []byte { return untaggedSeg(0x43, 0, 1, 1, []byte("x")) }, term.RDMAPUnexpectedOpcode, false, false},
 		{"unexpected opcode: Read Response never requested", func(c *crafted) []byte { return taggedSeg(0x42, c.src.STag(), 0x1000, []byte("x")) }, term.RDMAPUnexpectedOpcode, false, false},
@@ -163,7 +163,7 @@ func TestFigure9Rows(t *testing.T) {
 		{"DDP Write out of bounds", func(c *crafted) []byte { return taggedSeg(0x40, c.src.STag(), 0x1000+4090, make([]byte, 10)) }, term.DDPBaseBounds, false, false},
 		{"DDP Send too long", func(c *crafted) []byte { return untaggedSeg(0x43, 0, 0, 1, make([]byte, 65)) }, term.DDPMessageTooLong, false, false},
 		{"DDP Send without a buffer", func(c *crafted) []byte { return untaggedSeg(0x43, 0, 0, 2, nil) }, term.DDPNoBuffer, false, false},
-		{"DDP bad queue", func(c *crafted) []byte { return untaggedSeg(0x43, 0, 3, 1, nil) }, term.DDPInvalidQN, false, false},
+		{"DDP bad queue", func(c *crafted) []byte { return untaggedSeg(0x43, 0, 4, 1, nil) }, term.DDPInvalidQN, false, false},
 		{"DDP bad version", func(c *crafted) []byte {
 			s := untaggedSeg(0x43, 0, 0, 1, nil)
 			s[0] = s[0]&^3 | 2

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
@@ -20,7 +22,14 @@ const (
 	LocalWrite  Access = 1 << iota // the local ULP's receives and RDMA Read responses may write it
 	RemoteRead                     // the peer may read it with RDMA Read
 	RemoteWrite                    // the peer may write it with RDMA Write
+	// RemoteAtomic: the peer may operate on it with RFC 7306's Atomic
+	// Operations (IBV_ACCESS_REMOTE_ATOMIC). Atomic Operations read and
+	// write the memory; RemoteRead and RemoteWrite are not needed too.
+	RemoteAtomic
 )
+
+// remoteRights are the rights a memory window can grant.
+const remoteRights = RemoteRead | RemoteWrite | RemoteAtomic
 
 func (a Access) String() string {
 	s := "LOCAL_READ"
@@ -32,6 +41,9 @@ func (a Access) String() string {
 	}
 	if a&RemoteWrite != 0 {
 		s += "|REMOTE_WRITE"
+	}
+	if a&RemoteAtomic != 0 {
+		s += "|REMOTE_ATOMIC"
 	}
 	return s
 }
@@ -252,7 +264,7 @@ func (w *MemoryWindow) Len() int { return len(w.r.mem) }
 // BindWindow binds a memory window to length octets of m from offset,
 // with rights that must be a subset of m's remote rights.
 func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*MemoryWindow, error) {
-	if access&^(RemoteRead|RemoteWrite) != 0 {
+	if access&^remoteRights != 0 {
 		return nil, fmt.Errorf("rdmap: a memory window grants remote rights only, not %v", access)
 	}
 	if access&^m.r.access != 0 {
@@ -299,7 +311,7 @@ func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote bool) erro
 	if r.pd != pd {
 		return ErrWrongPD
 	}
-	if remote && r.access&(RemoteRead|RemoteWrite) != 0 && pd.qps > 1 {
+	if remote && r.access&remoteRights != 0 && pd.qps > 1 {
 		return ErrSharedSTag
 	}
 	if r.windows > 0 {
@@ -375,5 +387,44 @@ func (d *Device) shared(pd *ProtectionDomain, stag uint32) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	r := d.stags[stag>>8]
-	return r != nil && r.stag == stag && r.access&(RemoteRead|RemoteWrite) != 0 && pd.qps > 1
+	return r != nil && r.stag == stag && r.access&remoteRights != 0 && pd.qps > 1
+}
+
+// atomicWord returns the 64-bit word at the start of mem, the target of
+// an Atomic Operation, if its address is 64-bit aligned: "FetchAdd Atomic
+// Operations MUST target ULP Buffer addresses that are 64-bit aligned";
+// "CmpSwap Atomic Operations MUST target ULP Buffer addresses that are
+// 64-bit aligned" (RFC 7306 §5.1.1, §5.1.2). The ULP Buffer address is
+// the memory's own: a Tagged Offset "MAY start at an arbitrary offset but
+// MUST represent a ULP Buffer address that is 64-bit aligned" (§5.2.1).
+func atomicWord(mem []byte) (*uint64, bool) {
+	if len(mem) < 8 {
+		return nil, false
+	}
+	p := unsafe.Pointer(unsafe.SliceData(mem))
+	if uintptr(p)%8 != 0 {
+		return nil, false
+	}
+	return (*uint64)(p), true
+}
+
+// executeAtomic performs req on the word w and returns the Original
+// Remote Data Value. The read-modify-write is one hardware atomic
+// operation (a compare-and-swap loop), so that "Atomicity of the
+// Read-Modify-Write (RMW) on the Responder's node by the Atomic Operation
+// MUST be assured in the context of concurrent atomic accesses by other
+// RDMAP Streams on the same RNIC" (RFC 7306 §5.3) holds across every
+// queue pair and device of the process, and also against the program's
+// own sync/atomic operations on the word (which §5.4 rule 2's note makes
+// OPTIONAL). "The FetchAdd operation is performed in the endian format of
+// the target memory": the word is in the machine's byte order
+// (binary.NativeEndian), the value returned a plain number.
+func executeAtomic(w *uint64, req *AtomicRequest) uint64 {
+	for {
+		old := atomic.LoadUint64(w)
+		v, write := req.Apply(old)
+		if !write || atomic.CompareAndSwapUint64(w, old, v) {
+			return old
+		}
+	}
 }

@@ -52,6 +52,31 @@ type QPConfig struct {
 	IRD, ORD  int
 	MaxInline int // largest inline send; default 256
 
+	// AtomicIRD is the most Atomic Requests (RFC 7306 §5) the peer may
+	// have outstanding here, AtomicORD the most this end sends before
+	// their Atomic Responses arrive: the atomic counterparts of IRD and
+	// ORD, which RFC 7306 §5.2 has Atomic Requests share the
+	// infrastructure of ("Reusing the same Queue Number for Atomic
+	// Request messages allows the Atomic Operations to reuse the same
+	// infrastructure (e.g., Outbound and Inbound RDMA Read Queue Depth
+	// (ORD/IRD) flow control)"). The responder posts AtomicIRD buffers on
+	// queue 1 besides the IRD's (§5.2.2 rule 4) and the requester
+	// AtomicORD buffers on queue 3 (rule 5). Neither RFC 7306 nor RFC
+	// 6581 puts them on the wire: they are "the maximum number of Atomic
+	// Operation Requests negotiated by the ULP", which the ULP agrees
+	// with its peer and sets with SetAtomicLimits before connecting. A
+	// requester that sends more than the responder's AtomicIRD gets a
+	// Terminate "no buffer available" (0x1/0x2/0x02). Default 8 each.
+	AtomicIRD, AtomicORD int
+	// NoAtomics makes the queue pair an RNIC without RFC 7306's Atomic
+	// Operations, as Linux siw is: PostAtomic fails with ErrNotSupported,
+	// and an Atomic Request or Response from the peer is answered with a
+	// Terminate "Unexpected OpCode" (0x0/0x2/0x06), as RFC 7306 §1.1
+	// says a peer without them reports.
+	NoAtomics bool
+	// NoImmediate does the same for RFC 7306's Immediate Data.
+	NoImmediate bool
+
 	// Window is the DDP reassembly window the LLP needs: 1 for an ordered
 	// LLP (MPA/TCP), its in-flight limit for an unordered one. Default 1.
 	Window int
@@ -99,8 +124,10 @@ type QueuePair struct {
 	sq         []*sqEntry // posted and not yet completed, in posting order
 	sqBase     []*sqEntry // sq's array, SendDepth long
 	started    int        // sq[:started] have been started; the rest wait for the send goroutine
-	queued     []response // Read Responses waiting to be sent, in Request order
+	queued     []response // Read and Atomic Responses waiting to be sent, in Request order
 	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
+	atomics    []*sqEntry // Atomic Operations whose Request was sent, oldest first
+	qn1MSN     uint32     // the queue 1 MSN of the next Read or Atomic Request taken
 	batch      int        // PostBatch nesting: posts wait for the outermost to end
 	termRR     []byte     // the Read Request Header a Terminate copies (R bit)
 	fault      error      // what stopped the stream
@@ -112,6 +139,14 @@ type QueuePair struct {
 	// a segment (ddp.Start); heard: it has.
 	receiveFirst bool
 	heard        atomic.Bool
+
+	// The responder's Read and Atomic Requests that hold a queue 1 buffer
+	// (delivered, their buffer not yet posted again): each kind is bounded
+	// by its own limit, IRD and AtomicIRD, though they share the queue's
+	// buffers. The receive side adds, the send route subtracts.
+	inReads, inAtomics atomic.Int32
+	// reqID numbers this end's Atomic Requests (their Request Identifier).
+	reqID atomic.Uint32
 
 	wake      chan struct{} // work for the send goroutine
 	sqChanged chan struct{} // a send work request completed
@@ -126,19 +161,28 @@ const (
 	kindWrite
 	kindRead
 	kindInvalidate
+	kindAtomic
 )
 
 type sqEntry struct {
-	sglBuf   [1][]byte // the resolved SGL of a one-element list, without a second allocation
-	id       uint64
-	kind     sqKind
-	op       Opcode
-	sgl      [][]byte
-	n        uint64
-	stag     uint32 // Write: remote STag; Read: remote (source) STag; Invalidate: the STag
-	to       uint64
-	invSTag  uint32
-	rr       [ReadRequestLen]byte
+	sglBuf  [1][]byte // the resolved SGL of a one-element list, without a second allocation
+	id      uint64
+	kind    sqKind
+	op      Opcode // the message sent; a Write with Immediate Data: OpWrite
+	sgl     [][]byte
+	n       uint64
+	stag    uint32 // Write: remote STag; Read: remote (source) STag; Invalidate: the STag
+	to      uint64
+	invSTag uint32
+	// wire holds the RDMA header sent after the DDP header: a Read
+	// Request's 28 octets, an Atomic Request's 52, or the 8 of Immediate
+	// Data (a Send with Imm, a Write with Imm), until the request
+	// completes: the LLP may keep it until its Flush.
+	wire     [AtomicRequestLen]byte
+	imm      Opcode // a Write followed by Immediate Data: OpImmediate or OpImmediateSE; else 0
+	aop      AtomicOp
+	reqID    uint32 // Atomic: the Request Identifier
+	qn1MSN   uint32 // Read and Atomic: the MSN of the Request on queue 1
 	sinkSTag uint32
 	signaled bool
 	fence    bool
@@ -150,12 +194,21 @@ type sqEntry struct {
 
 // response is an RDMA Read Response to send: the Data Source memory the
 // Read Request named, where it goes, and the Read Request buffer (one of
-// IRD) to post again.
+// IRD) to post again. Or, with atomic set, an Atomic Request to carry out
+// and answer (RFC 7306 §5): its target word, the region it is in, the
+// request, the Atomic Response's octets once made, and the queue 1
+// buffer (one of AtomicIRD) to post again.
 type response struct {
 	src      []byte
 	sinkSTag uint32
 	sinkTO   uint64
 	buf      ddp.Buffer
+
+	atomic bool
+	word   *uint64
+	reg    *region
+	req    AtomicRequest
+	body   [AtomicResponseLen]byte
 }
 
 // NewQueuePair creates a queue pair in pd.
@@ -174,6 +227,11 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	def(&cfg.ORD, 8)
 	def(&cfg.MaxInline, 256)
 	def(&cfg.Window, 1)
+	def(&cfg.AtomicIRD, 8)
+	def(&cfg.AtomicORD, 8)
+	if cfg.NoAtomics {
+		cfg.AtomicIRD, cfg.AtomicORD = 0, 0
+	}
 	qp := &QueuePair{
 		pd: pd, cfg: cfg, obs: cfg.Observer,
 		terminated: make(chan struct{}),
@@ -186,7 +244,7 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 		depth = cfg.SRQ.depth
 	}
 	s, err := ddp.NewStream(ddp.Config{
-		Queues: NumQueues, QueueDepth: max(depth, cfg.IRD, 1), Window: cfg.Window,
+		Queues: NumQueues, QueueDepth: max(depth, cfg.IRD+cfg.AtomicIRD, cfg.AtomicORD, 1), Window: cfg.Window,
 		ID: cfg.StreamID, ULP: (*receiver)(qp), Observer: cfg.Observer,
 	})
 	if err != nil {
@@ -248,11 +306,27 @@ func (qp *QueuePair) Start(llp ddp.LLP, how ddp.Start) error {
 	// "The Data Source MUST ensure that a sufficient number of Untagged
 	// Buffers are available on the RDMA Read Request Queue ... to support
 	// the maximum number of RDMA Read Requests negotiated" (RFC 5040
-	// §5.2.2): one per IRD, and no more, so that a peer that exceeds the
-	// IRD finds no buffer.
-	for i := 0; i < qp.cfg.IRD; i++ {
-		qp.stream.Post(QNReadReq, ddp.Buffer{SGL: [][]byte{make([]byte, ReadRequestLen)}, ID: uint64(i)})
+	// §5.2.2), and "The Responder MUST ensure that a sufficient number of
+	// Untagged Buffers are available on the RDMA Read Request Queue
+	// (Queue with DDP Queue Number 1) to support the maximum number of
+	// Atomic Operation Requests negotiated by the ULP in addition to the
+	// maximum number of RDMA Read Requests negotiated by the ULP" (RFC
+	// 7306 §5.2.2 rule 4): IRD + AtomicIRD, and no more, so that a peer
+	// that exceeds both finds no buffer (and one that exceeds either is
+	// refused as if it had found none: deliverReadRequest,
+	// deliverAtomicRequest). Each holds an Atomic Request, the longer, so
+	// that one reaches RDMAP's opcode check even when atomics are off.
+	for i := 0; i < qp.cfg.IRD+qp.cfg.AtomicIRD; i++ {
+		qp.stream.Post(QNReadReq, ddp.Buffer{SGL: [][]byte{make([]byte, AtomicRequestLen)}, ID: uint64(i)})
 	}
+	// "The Requester MUST ensure that a sufficient number of Untagged
+	// Buffers are available on the RDMA Atomic Response Queue (Queue with
+	// DDP Queue Number 3) to support the maximum number of Atomic
+	// Operation Requests negotiated by the ULP." (RFC 7306 §5.2.2 rule 5)
+	for i := 0; i < qp.cfg.AtomicORD; i++ {
+		qp.stream.Post(QNAtomicResp, ddp.Buffer{SGL: [][]byte{make([]byte, AtomicResponseLen)}, ID: uint64(i)})
+	}
+	qp.queued = make([]response, 0, qp.cfg.IRD+qp.cfg.AtomicIRD)
 	// One buffer for the single Terminate the peer may send (§5.4).
 	qp.stream.Post(QNTerminate, ddp.Buffer{SGL: [][]byte{make([]byte, 4+2+ddp.MaxHeaderLen+ReadRequestLen)}})
 	qp.receiveFirst = how.ReceiveFirst
@@ -268,7 +342,7 @@ func (qp *QueuePair) Start(llp ddp.LLP, how ddp.Start) error {
 		// Offset ... and MUST respond with a zero-length RDMA Read
 		// Response Message" (RFC 5040 §4.4), which completes it.
 		e := &sqEntry{kind: kindRead, op: OpReadRequest}
-		(&ReadRequest{}).Append(e.rr[:0])
+		(&ReadRequest{}).Append(e.wire[:0])
 		qp.sq = append(qp.sq, e)
 	default:
 		return fmt.Errorf("rdmap: Start with an unknown RTR indication %v", how.RTR)
@@ -289,8 +363,11 @@ func (qp *QueuePair) setState(s State) {
 	}
 }
 
-// PostSend posts a Send.
+// PostSend posts a Send, or with wr.WithImm an Immediate Data message.
 func (qp *QueuePair) PostSend(wr SendWR) error {
+	if wr.WithImm {
+		return qp.postImmediate(wr)
+	}
 	e := &sqEntry{}
 	sgl, n, err := qp.resolveInto(e.sglBuf[:0], wr.SGL, 0)
 	if err != nil {
@@ -325,6 +402,16 @@ func (qp *QueuePair) PostWrite(wr WriteWR) error {
 		return fmt.Errorf("rdmap: %d octets at remote TO %#x would wrap", n, wr.RemoteTO)
 	}
 	*e = sqEntry{sglBuf: e.sglBuf, id: wr.ID, kind: kindWrite, op: OpWrite, sgl: sgl, n: n, stag: wr.RemoteSTag, to: wr.RemoteTO, signaled: !wr.Unsignaled, fence: wr.Fence}
+	if wr.WithImm {
+		if qp.cfg.NoImmediate {
+			return fmt.Errorf("%w: a Write with Immediate Data (QPConfig.NoImmediate)", ErrNotSupported)
+		}
+		e.imm = OpImmediate
+		if wr.Solicited {
+			e.imm = OpImmediateSE
+		}
+		(&ImmediateData{Data: wr.Imm}).Append(e.wire[:0])
+	}
 	if wr.Inline {
 		if err := qp.inline(e); err != nil {
 			return err
@@ -349,7 +436,67 @@ func (qp *QueuePair) PostRead(wr ReadWR) error {
 	}
 	e := &sqEntry{id: wr.ID, kind: kindRead, op: OpReadRequest, n: uint64(len(sink)), stag: wr.RemoteSTag, to: wr.RemoteTO,
 		sinkSTag: mr.stag, signaled: !wr.Unsignaled, fence: wr.Fence}
-	rr.Append(e.rr[:0])
+	rr.Append(e.wire[:0])
+	return qp.post(e)
+}
+
+// postImmediate posts an Immediate Data message (RFC 7306 §6): "The ULP
+// passes to the RDMAP Layer ... 8 bytes of ULP Immediate Data" (§6.1).
+func (qp *QueuePair) postImmediate(wr SendWR) error {
+	if qp.cfg.NoImmediate {
+		return fmt.Errorf("%w: Immediate Data (QPConfig.NoImmediate)", ErrNotSupported)
+	}
+	if len(wr.SGL) > 0 || wr.Invalidate {
+		// Figure 3: "ULP Message allowed in the RDMA Message: No".
+		return errors.New("rdmap: Immediate Data carries no payload and no Invalidate STag (RFC 7306 Figure 3)")
+	}
+	op := OpImmediate
+	if wr.Solicited {
+		op = OpImmediateSE
+	}
+	e := &sqEntry{id: wr.ID, kind: kindSend, op: op, signaled: !wr.Unsignaled, fence: wr.Fence}
+	(&ImmediateData{Data: wr.Imm}).Append(e.wire[:0])
+	return qp.post(e)
+}
+
+// PostAtomic posts an Atomic Operation (RFC 7306 §5): FetchAdd or
+// CmpSwap on the peer's 64-bit word at wr.RemoteSTag and wr.RemoteTO.
+// It completes (WorkFetchAdd, WorkCompSwap) when the Atomic Response has
+// been delivered and the Original Remote Data Value written to wr.Local;
+// "the Requester MUST NOT consider the contents of the Tagged Buffer at
+// the Responder to be modified by that specific Atomic Operation until
+// the Atomic Operation Response Message has been Delivered to RDMAP at the
+// Requester" (§5.4 rule 1). At most AtomicORD are outstanding; later ones
+// wait in the send queue. A peer without atomics (Linux siw) answers with
+// a Terminate: the work request then completes with REM_OP_ERR and the
+// stream stops.
+func (qp *QueuePair) PostAtomic(wr AtomicWR) error {
+	if qp.cfg.NoAtomics {
+		return fmt.Errorf("%w: Atomic Operations (QPConfig.NoAtomics)", ErrNotSupported)
+	}
+	if _, ord := qp.AtomicLimits(); ord == 0 {
+		return errors.New("rdmap: the atomic ORD is 0: the peer accepts no Atomic Requests")
+	}
+	req, err := wr.request()
+	if err != nil {
+		return err
+	}
+	local, err := qp.resolveOne(wr.Local, LocalWrite)
+	if err != nil {
+		return err
+	}
+	if len(local) != 8 {
+		return fmt.Errorf("rdmap: an Atomic Operation's local SGE is 8 octets (the 64-bit Original Remote Data Value), not %d", len(local))
+	}
+	// "The value used in this field is selected by the RNIC that sends the
+	// message, and it is reflected back to the Local Peer in the Atomic
+	// Operation Response message." (§5.2.1)
+	req.ReqID = qp.reqID.Add(1)
+	e := &sqEntry{id: wr.ID, kind: kindAtomic, op: OpAtomicRequest, n: 8, stag: wr.RemoteSTag, to: wr.RemoteTO,
+		aop: wr.Op, reqID: req.ReqID, signaled: !wr.Unsignaled, fence: wr.Fence}
+	e.sglBuf[0] = local
+	e.sgl = e.sglBuf[:]
+	req.Append(e.wire[:0])
 	return qp.post(e)
 }
 
@@ -514,6 +661,11 @@ func (qp *QueuePair) report(e *sqEntry) {
 		c.Op = WorkRead
 	case kindInvalidate:
 		c.Op, c.ByteLen = WorkLocalInvalidate, 0
+	case kindAtomic:
+		c.Op = WorkFetchAdd
+		if e.aop == CmpSwap {
+			c.Op = WorkCompSwap
+		}
 	}
 	qp.cfg.SendCQ.push(c, false)
 	qp.traceCompletion(c)
@@ -586,6 +738,34 @@ func (qp *QueuePair) ReadLimits() (ird, ord int) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	return qp.cfg.IRD, qp.cfg.ORD
+}
+
+// AtomicLimits returns the queue pair's AtomicIRD and AtomicORD.
+func (qp *QueuePair) AtomicLimits() (ird, ord int) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.cfg.AtomicIRD, qp.cfg.AtomicORD
+}
+
+// SetAtomicLimits sets the AtomicIRD and AtomicORD before the queue pair
+// connects, to what the ULP negotiated with its peer (RFC 7306 §5.2.2
+// rules 4 and 5: "the maximum number of Atomic Operation Requests
+// negotiated by the ULP"; RFC 7306 §1.1 RECOMMENDS that ULPs negotiate
+// the extensions' use, and neither it nor RFC 6581 defines a wire
+// negotiation for them). They can only be lowered from the configuration,
+// which sized the queue pair's resources; zero turns that direction's
+// atomics off.
+func (qp *QueuePair) SetAtomicLimits(ird, ord int) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != StateIdle {
+		return fmt.Errorf("rdmap: SetAtomicLimits on a queue pair in state %v", qp.state)
+	}
+	if ird < 0 || ird > qp.cfg.AtomicIRD || ord < 0 || ord > qp.cfg.AtomicORD {
+		return fmt.Errorf("rdmap: SetAtomicLimits(%d, %d): they can only be lowered from %d and %d", ird, ord, qp.cfg.AtomicIRD, qp.cfg.AtomicORD)
+	}
+	qp.cfg.AtomicIRD, qp.cfg.AtomicORD = ird, ord
+	return nil
 }
 
 // SetORD lowers the ORD before the stream starts, to the peer's IRD as

@@ -1,6 +1,9 @@
 package rdmap
 
 import (
+	"encoding/binary"
+	"errors"
+
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
@@ -27,6 +30,28 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 	if !op.Valid() {
 		return term.RDMAPUnexpectedOpcode.With("reserved opcode %#x", uint8(op))
 	}
+	if op > OpTerminate {
+		// "On incoming Atomic Requests, Atomic Responses, Immediate Data,
+		// and Immediate Data with Solicited Event, the following MUST be
+		// validated: ... The RDMA OpCode MUST be valid. The RDMA Version
+		// MUST be valid." (RFC 7306 §8.2) "All RDMA Messages defined in
+		// this specification MUST have: The RDMA Version (RV) field: 01b."
+		// (§4.1)
+		if c.RV() != Version {
+			return term.RDMAPInvalidVersion.With("%v with RDMAP version %d (RFC 7306 requires 1)", op, c.RV())
+		}
+		// A queue pair without the extension answers as an RNIC that
+		// does not implement it: "A Remote Operation Error or Unexpected
+		// OpCode error will be reported by the remote peer if there is an
+		// Immediate Data or Atomic Operation that is not supported by the
+		// remote peer." (§1.1)
+		if op.IsImmediate() && qp.cfg.NoImmediate {
+			return term.RDMAPUnexpectedOpcode.With("%v: this queue pair implements no RFC 7306 Immediate Data", op)
+		}
+		if !op.IsImmediate() && qp.cfg.NoAtomics {
+			return term.RDMAPUnexpectedOpcode.With("%v: this queue pair implements no RFC 7306 Atomic Operations", op)
+		}
+	}
 	if h.Tagged != op.Tagged() {
 		return term.RDMAPUnexpectedOpcode.With("%v in a DDP segment with T=%t", op, h.Tagged)
 	}
@@ -51,6 +76,14 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 		qp.mu.Unlock()
 		if n == 0 {
 			return term.RDMAPUnexpectedOpcode.With("RDMA Read Response with no RDMA Read outstanding")
+		}
+	}
+	if op == OpAtomicResponse {
+		qp.mu.Lock()
+		n := len(qp.atomics)
+		qp.mu.Unlock()
+		if n == 0 {
+			return term.RDMAPUnexpectedOpcode.With("Atomic Response with no Atomic Request outstanding")
 		}
 	}
 	return nil
@@ -110,6 +143,12 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 		qp.deliverReadRequest(d)
 	case op == OpTerminate:
 		qp.deliverTerminate(d)
+	case op == OpAtomicRequest:
+		qp.deliverAtomicRequest(d)
+	case op == OpAtomicResponse:
+		qp.deliverAtomicResponse(d)
+	case op.IsImmediate():
+		qp.deliverImmediate(op, d)
 	}
 }
 
@@ -151,8 +190,15 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	var raw [ddp.MaxHeaderLen]byte
 	hdr := d.Header.Append(raw[:0])
 	segLen := ddp.UntaggedHeaderLen + int(d.Len-d.Header.MO)
+	if qp.inReads.Load() >= int32(qp.cfg.IRD) {
+		// Queue 1's buffers serve Atomic Requests too: a peer past the
+		// IRD is refused as if it had found no buffer, as it would on a
+		// queue of its own (RFC 5040 §6.1, RFC 5041 §7.2 0x2/0x02).
+		qp.stream.FailSegment(term.DDPNoBuffer.With("QN 1 MSN %d: more than IRD=%d RDMA Read Requests outstanding", d.Header.MSN, qp.cfg.IRD), hdr, segLen)
+		return
+	}
 	rr, _, err := ParseReadRequest(body)
-	if err != nil {
+	if err != nil || d.Len != ReadRequestLen {
 		qp.stream.FailSegment(term.RDMAPOpUnspecified.With("RDMA Read Request of %d octets", d.Len), hdr, segLen)
 		return
 	}
@@ -196,10 +242,173 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// be started only after the RDMA Read Request Message has been
 	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The send
 	// goroutine sends it; the IRD bounds the Responses queued.
+	qp.inReads.Add(1)
 	qp.mu.Lock()
 	qp.queued = append(qp.queued, response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 	qp.mu.Unlock()
 	signal(qp.wake)
+}
+
+// deliverAtomicRequest checks a delivered Atomic Request and queues it
+// for the send route, which carries it out and answers it in its turn
+// among the Read Responses (send.go). "The Responder's RDMAP layer MUST
+// process an Atomic Operation Request Message. A valid Atomic Operation
+// Request Message MUST NOT be delivered to the Responder's ULP" (RFC 7306
+// §5.2.1 item 3): nothing reaches a completion queue. "Atomic Operation
+// Request Messages MUST NOT start processing at the Responder until they
+// have been Delivered to RDMAP by DDP" (§5.4 rule 3): this is that
+// delivery. An error answers with a Terminate whose "Error Type, Error
+// Code, and Terminated DDP Header fields are included ..., but the
+// Terminated RDMA Header field is set to zero" (§8.1 item 2), and leaves
+// the memory untouched.
+func (qp *QueuePair) deliverAtomicRequest(d *ddp.Delivery) {
+	body := d.Buffer.SGL[0][:d.Len]
+	var raw [ddp.MaxHeaderLen]byte
+	hdr := d.Header.Append(raw[:0])
+	segLen := ddp.UntaggedHeaderLen + int(d.Len-d.Header.MO)
+	fail := func(e *term.Error) { qp.stream.FailSegment(e, hdr, segLen) }
+	if qp.inAtomics.Load() >= int32(qp.cfg.AtomicIRD) {
+		// As for Read Requests past the IRD (deliverReadRequest).
+		fail(term.DDPNoBuffer.With("QN 1 MSN %d: more than AtomicIRD=%d Atomic Requests outstanding", d.Header.MSN, qp.cfg.AtomicIRD))
+		return
+	}
+	req, _, err := ParseAtomicRequest(body)
+	if err != nil || d.Len != AtomicRequestLen {
+		fail(term.RDMAPOpUnspecified.With("Atomic Request of %d octets, not 52", d.Len))
+		return
+	}
+	// "At the Responder, an error MUST be surfaced in response to
+	// delivery to the Remote Peer's RDMAP layer of an Atomic Operation
+	// Request Message with an Atomic Operation Code that the RNIC does not
+	// support." (§5.2.1 item 4) As an opcode not supported: §1.1.
+	if !req.Op.Supported() {
+		fail(term.RDMAPUnexpectedOpcode.With("Atomic Request with AOpCode %#x", uint8(req.Op)))
+		return
+	}
+	// "Atomic Operation Request Messages use the same remote addressing
+	// mechanism as RDMA Reads and Writes" (§5): the STag must be valid,
+	// this stream's, and allow remote atomics; the 8 octets must lie in
+	// its range, without wrapping (RFC 5040 §7.2's checks of a Read
+	// Request's Data Source STag and TO, with RDMAP's codes).
+	reg, f := qp.pd.dev.lookup(qp.pd, req.STag, RemoteAtomic)
+	if e := f.rdmap(); e != nil {
+		fail(e.With("Atomic Request for STag %#08x TO %#x", req.STag, req.TO))
+		return
+	}
+	switch {
+	case req.TO < reg.base || req.TO-reg.base >= uint64(len(reg.mem)):
+		fail(term.RDMAPBaseBounds.With("Atomic Request for TO %#x outside STag %#08x", req.TO, req.STag))
+		return
+	case req.TO+8 < req.TO:
+		fail(term.RDMAPTOWrap.With("Atomic Request for TO %#x wraps", req.TO))
+		return
+	case req.TO-reg.base+8 > uint64(len(reg.mem)):
+		fail(term.RDMAPBaseBounds.With("Atomic Request for TO %#x runs past STag %#08x", req.TO, req.STag))
+		return
+	}
+	off := req.TO - reg.base
+	word, aligned := atomicWord(reg.mem[off : off+8])
+	if !aligned {
+		// "FetchAdd Atomic Operations that target ULP Buffer addresses
+		// that are not 64-bit aligned MUST be surfaced as errors, and the
+		// Responder's memory MUST NOT be modified in such cases.
+		// Additionally, an error MUST be surfaced and a terminate message
+		// MUST be generated." (§5.1.1; likewise §5.1.2 for CmpSwap) "In
+		// the case of an error, the RDMAP layer MUST generate a Terminate
+		// Message indicating RDMA Layer Remote Operation Error with Error
+		// Code Name "Catastrophic error, localized to RDMAP Stream"" (§8.2)
+		fail(term.RDMAPCatastrophicStream.With("%v at STag %#08x TO %#x: not a 64-bit aligned address", req.Op, req.STag, req.TO))
+		return
+	}
+	qp.inAtomics.Add(1)
+	qp.mu.Lock()
+	qp.queued = append(qp.queued, response{atomic: true, word: word, reg: reg, req: req, buf: d.Buffer})
+	qp.mu.Unlock()
+	signal(qp.wake)
+}
+
+// deliverAtomicResponse completes the oldest outstanding Atomic
+// Operation: "The RDMAP layer MUST Deliver the Atomic Operation Response
+// Message to the ULP" and "An Atomic Operation MUST NOT be Completed at
+// the Requester until the DDP layer Delivers the associated incoming
+// Atomic Operation Response Message" (RFC 7306 §5.2.2 item 6, §5.4 rule
+// 7). Responses come in Request order (§5.2.2 item 8); "the Message
+// Sequence Number (MSN) will be used to locate the corresponding Atomic
+// Operation request" (§5): queue 3's buffers are consumed in MSN order,
+// so the oldest outstanding request is this response's, and its Request
+// Identifier must be the one reflected.
+func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
+	var raw [ddp.MaxHeaderLen]byte
+	hdr := d.Header.Append(raw[:0])
+	segLen := ddp.UntaggedHeaderLen + int(d.Len-d.Header.MO)
+	resp, _, err := ParseAtomicResponse(d.Buffer.SGL[0][:d.Len])
+	qp.mu.Lock()
+	if len(qp.atomics) == 0 {
+		// CheckSegment made sure there was one: the stream has stopped
+		// since, and flushed it.
+		qp.mu.Unlock()
+		return
+	}
+	e := qp.atomics[0]
+	if err != nil || d.Len != AtomicResponseLen || resp.OrigReqID != e.reqID {
+		qp.mu.Unlock()
+		// "At the Requester, when an invalid Atomic Operation Response
+		// Message is delivered to the Remote Peer's RDMAP layer, an error
+		// is surfaced." (§5.2.2 item 7)
+		qp.stream.FailSegment(term.RDMAPOpUnspecified.With("Atomic Response of %d octets for Request Identifier %d; the oldest outstanding Atomic Request is %d",
+			d.Len, resp.OrigReqID, e.reqID), hdr, segLen)
+		return
+	}
+	binary.NativeEndian.PutUint64(e.sgl[0], resp.OrigValue)
+	// The buffer serves a later Response; then the request stops being
+	// outstanding, and a work request waiting for the AtomicORD may go.
+	qp.stream.Post(QNAtomicResp, d.Buffer)
+	qp.atomics[0] = nil
+	qp.atomics = qp.atomics[1:]
+	qp.mu.Unlock()
+	signal(qp.wake)
+	qp.complete(e, StatusSuccess, nil)
+}
+
+// deliverImmediate reports an Immediate Data message as a receive
+// completion. "The Remote Peer MUST check that Immediate Data and
+// Immediate Data with SE Messages include exactly 8 bytes of data from the
+// DDP layer" (RFC 7306 §6.3); the message consumed the receive buffer it
+// was placed in ("One Immediate Data or Immediate Data with SE Message
+// MUST consume one Untagged Buffer"), which completes: "If the Immediate
+// Data operation is Completed successfully, the RDMAP Layer passes the
+// following information to the ULP Layer: 8 bytes of Immediate Data; An
+// Event, if the Data Sink is configured to generate an Event" (§6.1).
+// "At the Remote Peer, the Immediate Data and Immediate Data with SE
+// Messages MUST be Delivered to the Remote Peer's ULP in the order they
+// were sent": they complete here, in delivery order, as Sends do (§6.4).
+func (qp *QueuePair) deliverImmediate(op Opcode, d *ddp.Delivery) {
+	c := Completion{WRID: d.Buffer.ID, Op: WorkRecvWithImm, ByteLen: d.Len, Flags: FlagImm, QP: qp}
+	if d.Len != ImmediateDataLen {
+		// "If the Immediate Data operation is Completed in error, the Data
+		// Sink RDMAP Layer will pass up the corresponding error information
+		// to the Data Sink ULP and send a Terminate Message" (§6.1).
+		e := term.RDMAPOpUnspecified.With("%v of %d octets, not 8", op, d.Len)
+		c.Status, c.Err = StatusLocLenErr, e
+		qp.pushRecv(c, false)
+		var raw [ddp.MaxHeaderLen]byte
+		qp.stream.FailSegment(e, d.Header.Append(raw[:0]), ddp.UntaggedHeaderLen+int(d.Len-d.Header.MO))
+		return
+	}
+	var b [ImmediateDataLen]byte
+	n := 0
+	for _, s := range d.Buffer.SGL {
+		n += copy(b[n:], s)
+		if n == len(b) {
+			break
+		}
+	}
+	imm, _, _ := ParseImmediateData(b[:])
+	c.Imm = imm.Data
+	if op.Solicited() {
+		c.Flags |= FlagSolicited
+	}
+	qp.pushRecv(c, op.Solicited())
 }
 
 func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {
@@ -213,16 +422,52 @@ func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {
 		qp.obs.Observe(trace.Event{Kind: trace.Terminate, Stream: qp.cfg.StreamID, Err: e})
 	}
 	qp.mu.Lock()
-	if len(th.RDMAHeader) == ReadRequestLen && len(qp.reads) > 0 {
-		// The peer refused this end's oldest outstanding Read: complete
-		// it with the peer's reason rather than a flush.
-		rr, _, _ := ParseReadRequest(th.RDMAHeader)
-		if rr.SinkSTag == qp.reads[0].sinkSTag {
-			qp.reads[0].err = e
-		}
+	if target := qp.refused(&th, e); target != nil {
+		// The peer refused this request: complete it with the peer's
+		// reason rather than a flush.
+		target.err = e
 	}
 	qp.mu.Unlock()
 	qp.stream.Fail(e)
+}
+
+// refused returns the outstanding Read or Atomic request the peer's
+// Terminate is about, or nil. The caller holds qp.mu.
+func (qp *QueuePair) refused(th *TerminateHeader, e *term.Error) *sqEntry {
+	if len(th.RDMAHeader) == ReadRequestLen && len(qp.reads) > 0 {
+		// The oldest outstanding Read, when the Terminated RDMA Header is
+		// its Read Request.
+		rr, _, _ := ParseReadRequest(th.RDMAHeader)
+		if rr.SinkSTag == qp.reads[0].sinkSTag {
+			return qp.reads[0]
+		}
+		return nil
+	}
+	if len(th.DDPHeader) == ddp.UntaggedHeaderLen {
+		// The Terminated DDP Header names a Read or Atomic Request by its
+		// queue 1 MSN (an Atomic Request's Terminate carries no RDMA
+		// Header: RFC 7306 §8.1 item 2).
+		h, _, err := ddp.ParseHeader(th.DDPHeader)
+		if err != nil || h.Tagged || h.QN != QNReadReq {
+			return nil
+		}
+		for _, list := range [][]*sqEntry{qp.atomics, qp.reads} {
+			for _, x := range list {
+				if x.qn1MSN == h.MSN {
+					return x
+				}
+			}
+		}
+		return nil
+	}
+	if !th.D && len(qp.atomics) > 0 && errors.Is(e, term.RDMAPUnexpectedOpcode) {
+		// Linux siw answers an opcode it does not know (an Atomic Request:
+		// it implements no RFC 7306) with Unexpected OpCode and no
+		// Terminated DDP Header ("Do not report DDP hdr information if
+		// packet layout is unknown"): that is the oldest Atomic Request.
+		return qp.atomics[0]
+	}
+	return nil
 }
 
 // Fault is the stream's first error, or the end of its LLP stream: stop
@@ -301,6 +546,7 @@ func (qp *QueuePair) flush() {
 	qp.sq = qp.sqBase[:0]
 	qp.started = 0
 	qp.reads = nil
+	qp.atomics = nil
 	qp.queued = nil
 	fault := qp.fault
 	qp.mu.Unlock()

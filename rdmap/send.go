@@ -57,10 +57,11 @@ func (qp *QueuePair) drain() {
 	}
 }
 
-// take returns the work that can start now: the Read Responses queued,
-// then the send queue's work requests in order, up to the first that
-// must wait for RDMA Read Responses to arrive (the ORD is reached, or it
-// is fenced behind outstanding Reads). A Read Request it takes counts as
+// take returns the work that can start now: the Read and Atomic
+// Responses queued, then the send queue's work requests in order, up to
+// the first that must wait for RDMA Read or Atomic Responses to arrive
+// (the ORD or the AtomicORD is reached, or it is fenced behind outstanding
+// Reads and Atomics). A Read or Atomic Request it takes counts as
 // outstanding from then on. stop reports that there is nothing to do;
 // when the stream has stopped, take sends the Terminate and flushes the
 // queue pair's work first.
@@ -81,8 +82,23 @@ func (qp *QueuePair) take(responses []response, wrs []*sqEntry) (_ []response, _
 	bytes := 0
 	// "RDMA Read Response Messages MAY be generated at the Remote Peer
 	// after subsequent RDMA Write Messages or Send Messages have been
-	// Placed or Delivered" (RFC 5040 §5.5 rule 12): Read Responses do not
-	// wait behind work requests that wait for Reads.
+	// Placed or Delivered" (RFC 5040 §5.5 rule 12), and so may Atomic
+	// Responses: "Atomic Operation Response Messages MAY be generated at
+	// the Responder after subsequent RDMA Write Messages or Send Messages
+	// have been Placed or Delivered" (RFC 7306 §5.4 rule 4). Responses do
+	// not wait behind work requests that wait for Reads or Atomics.
+	//
+	// Read and Atomic Responses are one queue, in the order their
+	// Requests were delivered on queue 1: RFC 7306 §7's table has "RDMA
+	// Read Response Message will not be generated until Atomic Response
+	// Message has been generated" (Atomic, then RDMA Read), "Atomic
+	// Response Message will not be generated until RDMA Read Response has
+	// been generated" (RDMA Read, then Atomic) and "Second Atomic Request
+	// Message will not be processed until first Atomic Response has been
+	// generated" (Atomic, then Atomic); §5.4 rule 8: "Atomic Operation
+	// Response Messages MUST be submitted to the DDP layer on the
+	// Responder in the order the Atomic Operation Request Messages were
+	// Delivered by DDP."
 	n := 0
 	for n < len(qp.queued) && len(responses) < maxBatch && bytes < maxBatchBytes {
 		responses = append(responses, qp.queued[n])
@@ -93,19 +109,30 @@ func (qp *QueuePair) take(responses []response, wrs []*sqEntry) (_ []response, _
 	m := copy(qp.queued, qp.queued[n:])
 	clear(qp.queued[m:])
 	qp.queued = qp.queued[:m]
+loop:
 	for qp.started < len(qp.sq) && len(responses)+len(wrs) < maxBatch && bytes < maxBatchBytes {
 		e := qp.sq[qp.started]
-		if e.fence && len(qp.reads) > 0 {
+		if e.fence && len(qp.reads)+len(qp.atomics) > 0 {
 			break
 		}
-		if e.kind == kindRead {
+		switch e.kind {
+		case kindRead:
 			// "the RDMAP layer MUST NOT exceed the maximum number of
 			// outstanding, outbound RDMA Read Requests that were
 			// negotiated" (RFC 5040 §6.1)
 			if len(qp.reads) >= qp.cfg.ORD {
-				break
+				break loop
 			}
 			qp.reads = append(qp.reads, e)
+			e.qn1MSN = qp.nextQN1MSN()
+		case kindAtomic:
+			// The same for Atomic Requests, with the limit the ULP
+			// negotiated (RFC 7306 §5.2.2 rules 4 and 5).
+			if len(qp.atomics) >= qp.cfg.AtomicORD {
+				break loop
+			}
+			qp.atomics = append(qp.atomics, e)
+			e.qn1MSN = qp.nextQN1MSN()
 		}
 		qp.started++
 		wrs = append(wrs, e)
@@ -115,6 +142,16 @@ func (qp *QueuePair) take(responses []response, wrs []*sqEntry) (_ []response, _
 	return responses, wrs, len(responses)+len(wrs) == 0
 }
 
+// nextQN1MSN returns the MSN that DDP will give the next message on
+// queue 1 (the Sender numbers each queue's messages from one, RFC 5041
+// §4.3): the send route sends Read and Atomic Requests in the order take
+// takes them. A Terminate that names a queue 1 header finds its request
+// by it. The caller holds qp.mu.
+func (qp *QueuePair) nextQN1MSN() uint32 {
+	qp.qn1MSN++
+	return qp.qn1MSN
+}
+
 // send hands the messages to DDP, flushes the LLP and completes the Sends
 // and Writes among them.
 func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
@@ -122,17 +159,42 @@ func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
 		clear(qp.sent)
 		qp.sent = qp.sent[:0]
 	}()
-	for _, r := range responses {
+	readUnflushed := false // a Read Response's payload the LLP may read until its Flush
+	for i := range responses {
+		r := &responses[i]
+		if r.atomic {
+			// "RDMA Read, Atomic: Atomic Response Message will not be
+			// generated until RDMA Read Response has been generated" (RFC
+			// 7306 §7): the LLP may read an earlier Read Response's
+			// payload from memory until it flushes, so flush before the
+			// atomic changes that memory.
+			if readUnflushed {
+				if err := qp.llp.Flush(); err != nil {
+					qp.llpError(err)
+					return
+				}
+				readUnflushed = false
+			}
+			if err := qp.answerAtomic(r); err == errStreamStopped {
+				return
+			} else if err != nil {
+				qp.llpError(err)
+				return
+			}
+			continue
+		}
 		// "The Data Source RDMAP layer MUST pass RDMA Read Response
 		// Messages to the DDP layer, in the order that the RDMA Read
 		// Request Messages were received" (RFC 5040 §5.2.2). The Read
 		// Request buffer (one of IRD) is posted again first: the peer
 		// sends its next Read Request only after this Response.
 		qp.stream.Post(QNReadReq, r.buf)
+		qp.inReads.Add(-1)
 		if err := qp.sender.SendTagged(byte(MakeControl(OpReadResponse)), r.sinkSTag, r.sinkTO, [][]byte{r.src}); err != nil {
 			qp.llpError(err)
 			return
 		}
+		readUnflushed = readUnflushed || len(r.src) > 0
 	}
 	for _, e := range wrs {
 		if err := qp.run(e); err != nil {
@@ -158,6 +220,18 @@ func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
 func (qp *QueuePair) run(e *sqEntry) error {
 	switch e.kind {
 	case kindSend:
+		if e.op.IsImmediate() {
+			// "For an Immediate Data or Immediate Data with SE Message, the
+			// Local Peer's RDMAP Layer MUST request that the DDP layer set
+			// the Queue Number field to zero" and "transmit 8 bytes of
+			// data" (RFC 7306 §6.3); its Invalidate STag is "Set to zero
+			// by the sender" (§4.1).
+			if _, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(e.op))}, QNSend, [][]byte{e.wire[:ImmediateDataLen]}); err != nil {
+				return err
+			}
+			qp.sent = append(qp.sent, e)
+			return nil
+		}
 		var rsvd [5]byte
 		rsvd[0] = byte(MakeControl(e.op))
 		if e.op.Invalidates() {
@@ -171,10 +245,27 @@ func (qp *QueuePair) run(e *sqEntry) error {
 		if err := qp.sender.SendTagged(byte(MakeControl(OpWrite)), e.stag, e.to, e.sgl); err != nil {
 			return err
 		}
+		if e.imm != 0 {
+			// RDMA Write with Immediate: the Immediate Data message right
+			// after the Write (RFC 7306 §1, §6).
+			if _, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(e.imm))}, QNSend, [][]byte{e.wire[:ImmediateDataLen]}); err != nil {
+				return err
+			}
+		}
 		qp.sent = append(qp.sent, e)
 	case kindRead:
 		// Completes when its Read Response is delivered (rule 19).
-		_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpReadRequest))}, QNReadReq, [][]byte{e.rr[:]})
+		_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpReadRequest))}, QNReadReq, [][]byte{e.wire[:ReadRequestLen]})
+		return err
+	case kindAtomic:
+		// "An Atomic Operation Request Message MUST reference the RDMA Read
+		// Request Queue. That is, the Requester's RDMAP layer MUST request
+		// that the DDP layer set the Queue Number field to one", and mark
+		// it Untagged (RFC 7306 §5.2.1 items 1 and 5); "The Requester
+		// MUST pass to the DDP layer Atomic Operation Request Messages in
+		// the order they were submitted by the ULP" (item 6): the send
+		// queue's order. It completes when its Response is delivered.
+		_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpAtomicRequest))}, QNReadReq, [][]byte{e.wire[:AtomicRequestLen]})
 		return err
 	case kindInvalidate:
 		if err := qp.pd.Invalidate(e.stag); err != nil {
@@ -185,6 +276,42 @@ func (qp *QueuePair) run(e *sqEntry) error {
 	}
 	return nil
 }
+
+// answerAtomic carries out a delivered Atomic Request and hands its
+// Atomic Response to DDP (RFC 7306 §5.2.1 item 8: "If the Responder
+// receives a valid Atomic Operation Request Message, it MUST respond with
+// a valid Atomic Operation Response Message"). The queue 1 buffer (one
+// of AtomicIRD) is posted again first, as a Read Request's is.
+func (qp *QueuePair) answerAtomic(r *response) error {
+	d := qp.pd.dev
+	d.mu.RLock()
+	valid := r.reg.valid
+	d.mu.RUnlock()
+	if !valid {
+		// The region was deregistered or invalidated after the request was
+		// checked: an error "detected while creating an ... Atomic
+		// Response": "the Terminate Message and Error code are sent
+		// instead of the Message", with no Terminated DDP or RDMA Header
+		// (RFC 7306 §8.1 item 1).
+		qp.stream.Fail(term.RDMAPInvalidSTag.With("STag %#08x was invalidated before its Atomic Request was carried out", r.req.STag))
+		return errStreamStopped
+	}
+	orig := executeAtomic(r.word, &r.req)
+	qp.stream.Post(QNReadReq, r.buf)
+	qp.inAtomics.Add(-1)
+	resp := AtomicResponse{OrigReqID: r.req.ReqID, OrigValue: orig}
+	resp.Append(r.body[:0])
+	// "An Atomic Operation Response Message MUST consume an Untagged
+	// Buffer. That is, the Responder RDMAP layer MUST request that the DDP
+	// mark the Message as Untagged", and "MUST request that the DDP layer
+	// set the Queue Number field to 3" (§5.2.2 items 2 and 3).
+	_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpAtomicResponse))}, QNAtomicResp, [][]byte{r.body[:]})
+	return err
+}
+
+// errStreamStopped: the send route found an error of its own and stopped
+// the stream; the Terminate follows.
+var errStreamStopped = errors.New("rdmap: the stream stopped")
 
 // llpError stops the stream for an error the LLP reported on sending:
 // the LLP stream is lost.

@@ -23,14 +23,16 @@ func unhex(t testing.TB, s string) []byte {
 // the opcode in bits 28-31.
 func TestControl(t *testing.T) {
 	want := map[Opcode]byte{OpWrite: 0x40, OpReadRequest: 0x41, OpReadResponse: 0x42, OpSend: 0x43,
-		OpSendInvalidate: 0x44, OpSendSE: 0x45, OpSendSEInvalidate: 0x46, OpTerminate: 0x47}
+		OpSendInvalidate: 0x44, OpSendSE: 0x45, OpSendSEInvalidate: 0x46, OpTerminate: 0x47,
+		// RFC 7306 Figure 2 (and its IANA registrations, §10).
+		OpImmediate: 0x48, OpImmediateSE: 0x49, OpAtomicRequest: 0x4a, OpAtomicResponse: 0x4b}
 	for op, b := range want {
 		c := MakeControl(op)
 		if byte(c) != b || c.Opcode() != op || c.RV() != 1 || !c.ValidVersion() || !op.Valid() {
 			t.Errorf("%v: %#x, want %#x", op, byte(c), b)
 		}
 	}
-	for op := Opcode(8); op < 16; op++ {
+	for op := Opcode(12); op < 16; op++ {
 		if op.Valid() {
 			t.Errorf("reserved opcode %#x valid", uint8(op))
 		}
@@ -45,7 +47,10 @@ func TestControl(t *testing.T) {
 		tagged bool
 		qn     uint32
 	}{{OpWrite, true, 0}, {OpReadRequest, false, 1}, {OpReadResponse, true, 0}, {OpSend, false, 0},
-		{OpSendInvalidate, false, 0}, {OpSendSE, false, 0}, {OpSendSEInvalidate, false, 0}, {OpTerminate, false, 2}} {
+		{OpSendInvalidate, false, 0}, {OpSendSE, false, 0}, {OpSendSEInvalidate, false, 0}, {OpTerminate, false, 2},
+		// RFC 7306 Figure 2: all untagged; Immediate Data on queue 0, the
+		// Atomic Request on 1, the Atomic Response on 3.
+		{OpImmediate, false, 0}, {OpImmediateSE, false, 0}, {OpAtomicRequest, false, 1}, {OpAtomicResponse, false, 3}} {
 		if tc.op.Tagged() != tc.tagged || (!tc.tagged && tc.op.QN() != tc.qn) {
 			t.Errorf("%v: tagged %v qn %d", tc.op, tc.op.Tagged(), tc.op.QN())
 		}
