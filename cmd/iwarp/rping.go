@@ -56,7 +56,7 @@ rping's flags (as rping parses them: -vV and -C10 work too):
   -s, -c           server, client
   -a addr          the address to listen on (server; default all) or to connect to
   -p port          the port (default 7174)
-  -C count         pings (client; default 0: until interrupted)
+  -C count         pings (client; default 0: until interrupted; a server ignores it, as rping's)
   -S size          ping data size, 26 to 65535 (default 64)
   -v               print "ping data: ..." (client) and "server ping data: ..." (server)
   -V               validate the data (client: as rping; server: against rping's pattern)
@@ -146,8 +146,8 @@ func expandShortFlags(fs *flag.FlagSet, args []string) []string {
 	return out
 }
 
-func runRping(args []string, stdout, stderr io.Writer) error {
-	var o rpingOptions
+// rpingFlags defines the flags of iwarp rping in a new FlagSet.
+func rpingFlags(o *rpingOptions, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("rping", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -172,6 +172,12 @@ func runRping(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.ord, "ord", rping.DefaultORD, "the ORD to offer (RDMA Reads this end may have outstanding)")
 	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", rpingFirstFPDUDelay, "tcp:// client: `pause` between the MPA Reply and the first FPDU (Linux siw's accept race)")
 	o.link.register(fs)
+	return fs
+}
+
+func runRping(args []string, stdout, stderr io.Writer) error {
+	var o rpingOptions
+	fs := rpingFlags(&o, stderr)
 	if err := parseFlags(fs, expandShortFlags(fs, args)); err != nil {
 		return err
 	}
@@ -208,7 +214,7 @@ func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint, error) {
 	if o.count < 0 {
 		return endpoint{}, usagef("invalid count %d", o.count)
 	}
-	if o.port <= 0 || o.port > 65535 {
+	if o.port < 0 || o.port > 65535 || (o.port == 0 && o.client) {
 		return endpoint{}, usagef("-p: invalid port %d", o.port)
 	}
 	var ep endpoint
@@ -230,9 +236,8 @@ func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint, error) {
 		return endpoint{}, err
 	}
 	if o.server {
-		if set["C"] {
-			return endpoint{}, usagef("-C is the client's: rping's server serves until its client disconnects")
-		}
+		// -C is ignored, as rping's server ignores it: it serves until
+		// its client disconnects.
 		for _, f := range []string{"rev", "p2p", "rtr", "first-fpdu-delay"} {
 			if set[f] {
 				return endpoint{}, usagef("--%s is the client's: the server follows the client's MPA Request", f)
@@ -260,6 +265,9 @@ func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint, error) {
 			}
 			o.rtrs = append(o.rtrs, r)
 		}
+	}
+	if len(o.rtrs) == 1 && o.rtrs[0] == ddp.RTRRead && o.ord == 0 {
+		return endpoint{}, usagef("--rtr read needs --ord 1 or more: the zero-length RDMA Read takes one")
 	}
 	if o.p2p && o.rev == 1 {
 		return endpoint{}, usagef("--p2p needs --rev 2: revision 1 has no RTR indication")
@@ -323,10 +331,22 @@ func describeConn(info connInfo, c *mpa.Conn, qp *rdmap.QueuePair) string {
 	s := info.String()
 	if c != nil {
 		n := c.Negotiated()
-		if n.PeerToPeer {
-			s += fmt.Sprintf(", peer-to-peer, RTR %v", n.RTR)
-		} else {
+		switch {
+		case !n.PeerToPeer:
 			s += ", client-server"
+		case n.RTR != ddp.RTRNone:
+			s += fmt.Sprintf(", peer-to-peer, RTR %v", n.RTR)
+		case n.LocalIRDORD != nil:
+			// A responder learns which RTR comes when it comes: its Reply
+			// took these.
+			var took []string
+			for _, r := range []ddp.RTR{ddp.RTRWrite, ddp.RTRRead, ddp.RTRSend} {
+				e := *n.LocalIRDORD
+				if (r == ddp.RTRWrite && e.WriteRTR) || (r == ddp.RTRRead && e.ReadRTR) || (r == ddp.RTRSend && e.SendRTR) {
+					took = append(took, r.String())
+				}
+			}
+			s += ", peer-to-peer, the Reply takes RTR " + strings.Join(took, " or ")
 		}
 		if len(n.PeerData) > 0 {
 			s += fmt.Sprintf(", peer's private data %q", n.PeerData)

@@ -204,9 +204,9 @@ func firstRTR(d *decoded) ddp.RTR {
 }
 
 // checkNegotiated compares what the capture's startup frames and our
-// connection settled with what a case wants. On the responder side,
-// Negotiated().RTR is not filled in (mpa's accept leaves it RTRNone): the
-// RTR our Reply accepted is in LocalIRDORD.
+// connection settled with what a case wants. A responder learns the RTR
+// when it arrives (Negotiated().RTR stays RTRNone there): its Reply's
+// flags say which it took.
 func checkNegotiated(t *testing.T, d *decoded, n mpa.Negotiated, responder bool, rev int, crc bool, rtr ddp.RTR) {
 	t.Helper()
 	if d == nil {
@@ -218,22 +218,20 @@ func checkNegotiated(t *testing.T, d *decoded, n mpa.Negotiated, responder bool,
 	if n.CRC != crc {
 		t.Errorf("negotiated CRC %v, want %v", n.CRC, crc)
 	}
-	got := n.RTR
-	if responder {
-		got = ddp.RTRNone
-		if e := n.LocalIRDORD; e != nil && e.PeerToPeer {
-			switch {
-			case e.WriteRTR:
-				got = ddp.RTRWrite
-			case e.ReadRTR:
-				got = ddp.RTRRead
-			case e.SendRTR:
-				got = ddp.RTRSend
-			}
-		}
+	wire := firstRTR(d)
+	if wire != rtr {
+		t.Errorf("RTR on the wire %v, want %v", wire, rtr)
 	}
-	if wire := firstRTR(d); wire != rtr || got != rtr {
-		t.Errorf("RTR on the wire %v, negotiated %v; want %v", wire, got, rtr)
+	if !responder {
+		if n.RTR != rtr {
+			t.Errorf("negotiated RTR %v, want %v", n.RTR, rtr)
+		}
+		return
+	}
+	e := n.LocalIRDORD
+	took := e != nil && e.PeerToPeer && ((rtr == ddp.RTRWrite && e.WriteRTR) || (rtr == ddp.RTRRead && e.ReadRTR) || (rtr == ddp.RTRSend && e.SendRTR))
+	if (rtr == ddp.RTRNone) != (e == nil || !e.PeerToPeer) || (rtr != ddp.RTRNone && !took) {
+		t.Errorf("our Reply's enhanced data %v does not take the RTR %v", e, rtr)
 	}
 }
 
@@ -525,6 +523,17 @@ func TestInteropSiwAcceptRaceSweep(t *testing.T) {
 		hog(t, n)
 	}
 	p2p := os.Getenv("IWARP_RPING_SWEEP_P2P") != ""
+	// A connection that has not finished its ping in sweepTimeout is
+	// counted as stalled: a stalled one never finishes, a good one takes
+	// 20-60 ms on an idle machine and up to 1.3 s under 8 hogs.
+	sweepTimeout := 1500 * time.Millisecond
+	if s := os.Getenv("IWARP_RPING_SWEEP_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweepTimeout = d
+	}
 	// Round robin over the delays, so that each sees the same guest.
 	delays := []time.Duration{0, 250 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
 	if s := os.Getenv("IWARP_RPING_SWEEP_DELAYS"); s != "" {
@@ -542,7 +551,7 @@ func TestInteropSiwAcceptRaceSweep(t *testing.T) {
 	for i := 0; i < n; i++ {
 		for k, d := range delays {
 			t0 := time.Now()
-			cctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			cctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 			c, _, _, err := dialGuest(t, cctx, addr, &mpa.Config{ClientServer: !p2p, FirstFPDUDelay: d}, Config{Count: 1, Validate: true})
 			if err == nil {
 				err = c.Run(cctx)
@@ -556,7 +565,7 @@ func TestInteropSiwAcceptRaceSweep(t *testing.T) {
 		}
 	}
 	for k, d := range delays {
-		t.Logf("FirstFPDUDelay %v: %d of %d connections stalled; slowest good one %v", d, stalls[k], n, worst[k].Round(time.Millisecond))
+		t.Logf("FirstFPDUDelay %v: %d of %d connections stalled (no ping in %v); slowest good one %v", d, stalls[k], n, sweepTimeout, worst[k].Round(time.Millisecond))
 	}
 	srv.Kill()
 }
@@ -877,4 +886,90 @@ func TestInteropTerminateToSiwClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	tsharkCheck(t, file, d.fpdus, true)
+}
+
+// TestInteropManyConnections: 20 connections in a row each way, two
+// pings each, none may stall: stock "rping -c" in a shell loop against
+// our server, and our client against a stock "rping -s -P" (siw as
+// responder, with the accept race that siwDelay avoids).
+func TestInteropManyConnections(t *testing.T) {
+	const conns = 20
+	g := linuxguest.Shared(t)
+	t.Run("guest to host", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		l, err := mpa.Listen("tcp4", "127.0.0.1:0", &mpa.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		served := make(chan error, 1)
+		var slowest time.Duration
+		go func() {
+			dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+			for i := range conns {
+				ep, err := NewEndpoint(dev, DefaultIRD, DefaultORD)
+				if err != nil {
+					served <- err
+					return
+				}
+				s, err := NewServer(ep, Config{Validate: true})
+				if err != nil {
+					served <- err
+					return
+				}
+				req, err := l.Accept(ctx)
+				if err != nil {
+					served <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				t0 := time.Now()
+				if _, err := req.Accept(ep.QP, nil); err != nil {
+					served <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				if err := s.Run(ctx); err != nil || s.Pings() != 2 {
+					served <- fmt.Errorf("connection %d: %d pings, %v", i, s.Pings(), err)
+					return
+				}
+				slowest = max(slowest, time.Since(t0))
+			}
+			served <- nil
+		}()
+		start := time.Now()
+		loop := fmt.Sprintf("i=0; while [ $i -lt %d ]; do rping -c -a %s -p %d -C 2 -V || exit 1; i=$((i+1)); done",
+			conns, linuxguest.HostFromGuest, l.Addr().(*net.TCPAddr).Port)
+		if out, err := g.Run(ctx, loop); err != nil {
+			t.Fatalf("the rping -c loop: %v\n%s", err, out)
+		}
+		if err := <-served; err != nil {
+			t.Fatalf("our server: %v", err)
+		}
+		t.Logf("%d connections from stock rping -c in %v; the slowest took %v", conns, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
+	})
+	t.Run("host to guest", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		const port = 7175
+		addr, err := g.Forward(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guestServer(t, ctx, g, port, "-P")
+		start := time.Now()
+		var slowest time.Duration
+		for i := range conns {
+			t0 := time.Now()
+			// A stalled connection never ends; a good one takes 0.1 s.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			c, _, _, err := dialGuest(t, cctx, addr, &mpa.Config{ClientServer: true, FirstFPDUDelay: siwDelay}, Config{Count: 2, Validate: true})
+			if err == nil {
+				err = c.Run(cctx)
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			slowest = max(slowest, time.Since(t0))
+		}
+		t.Logf("%d connections to stock rping -s -P in %v; the slowest took %v", conns, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
+	})
 }
