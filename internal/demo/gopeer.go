@@ -12,7 +12,7 @@ import (
 
 // Layout of the Go peer's memory when a page connects, per queue pair.
 const (
-	goMemLen   = 256
+	goMemLen   = 1024 // more than one SCTP packet's worth: a Write of it can arrive out of order
 	goMemBase  = 0x1000
 	goRecvLen  = 64
 	goRecvs    = 2

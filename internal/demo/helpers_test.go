@@ -244,6 +244,9 @@ func dialPage(t *testing.T, ctx context.Context, url string, mulpdu, streams int
 		if _, err := p.Register("sink", 64, 0, "l"); err != nil {
 			t.Fatal(err)
 		}
+		if !sendUnordered(ctx, st.DataChannel()) {
+			t.Fatal("the page's data channel sends ordered")
+		}
 		sess, err := sctpddp.ConnectStream(ctx, pageStream{st, mulpdu}, p.QP, sctpddp.SessionConfig{Window: peer.Window})
 		if err != nil {
 			t.Fatal(err)

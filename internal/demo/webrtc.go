@@ -263,6 +263,9 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	for i, h := range g.holds {
 		p := g.peers[i]
 		g.go_(func() {
+			if !sendUnordered(g.ctx, h.DataChannel()) && g.ctx.Err() == nil {
+				g.report("Go peer: data channel %d sends ordered (pion's negotiated channels do)", h.ID())
+			}
 			req, err := sctpddp.ReadInitiate(g.ctx, h, 10*time.Second)
 			if err != nil {
 				g.report("the page's DDP Stream Session on data channel %d did not start: %v", h.ID(), err)
