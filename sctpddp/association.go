@@ -34,7 +34,7 @@ type Association struct {
 	s    *settings
 	conn *dtls.Conn
 	sctp *sctp.Association
-	in   *countingConn // what SCTP reads: counts the peer's packets
+	in   *countingConn // what SCTP reads and writes: counts the packets
 
 	accepted chan *sctp.Stream // fed by acceptLoop
 	ended    chan struct{}     // closed when acceptLoop ends: SCTP is over

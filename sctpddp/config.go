@@ -150,10 +150,14 @@ type Config struct {
 	MaxStreams int
 	// DeadPeerTimeout closes an association that has received nothing from
 	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;
-	// negative: never). A quiet peer is sent an SCTP HEARTBEAT every
-	// HeartbeatInterval (DeadPeerTimeout/6 if 0, at most DeadPeerTimeout/2),
-	// which a live peer answers, so a healthy idle association stays open.
-	// Both apply to Dial's associations as well as a Listener's.
+	// negative: never). An association that has sent nothing for
+	// HeartbeatInterval sends an SCTP HEARTBEAT (DeadPeerTimeout/6 if 0,
+	// at most DeadPeerTimeout/2; DefaultDeadPeerTimeout/6 when
+	// DeadPeerTimeout is negative; negative: never), so that its peer
+	// hears from it however idle it is: a healthy association, idle or
+	// not, stays open. Both apply to Dial's associations as well as a
+	// Listener's; the two ends should use the same HeartbeatInterval, or
+	// one below the other's DeadPeerTimeout.
 	DeadPeerTimeout   time.Duration
 	HeartbeatInterval time.Duration
 	// Refused, if set, hears of each association or DDP Stream Session
@@ -288,8 +292,15 @@ func (c *Config) settings() (*settings, error) {
 	if s.DeadPeerTimeout == 0 {
 		s.DeadPeerTimeout = DefaultDeadPeerTimeout
 	}
-	if s.DeadPeerTimeout > 0 {
-		if s.HeartbeatInterval <= 0 {
+	switch {
+	case s.HeartbeatInterval < 0:
+		s.HeartbeatInterval = 0 // none
+	case s.DeadPeerTimeout < 0:
+		if s.HeartbeatInterval == 0 {
+			s.HeartbeatInterval = DefaultDeadPeerTimeout / deadPeerHeartbeats
+		}
+	default:
+		if s.HeartbeatInterval == 0 {
 			s.HeartbeatInterval = s.DeadPeerTimeout / deadPeerHeartbeats
 		}
 		s.HeartbeatInterval = min(s.HeartbeatInterval, s.DeadPeerTimeout/2)

@@ -375,8 +375,12 @@ func TestDeadPeer(t *testing.T) {
 	if gone.RemoteAddr().String() != hole.pc.LocalAddr().String() {
 		gone, healthy = healthy, gone
 	}
-	// A session on the association that will vanish, with receives
-	// posted on the server's queue pair.
+	// A session on each association, with receives posted on the server's
+	// queue pair of the one that will vanish: once set up, a session sends
+	// nothing by itself, and one end of an idle association hears the
+	// other's heartbeats without sending any of its own.
+	hsa := healthy.Sessions(0)
+	sessionPair(t, healthy, healthyCli, hsa, 1, newPeer(t, nil), newPeer(t, nil))
 	a, b := newPeer(t, nil), newPeer(t, nil)
 	sessionPair(t, gone, goneCli, gone.Sessions(0), 1, a, b)
 	rbuf := b.Reg(t, 64, rdmap.LocalWrite)
@@ -418,15 +422,23 @@ func TestDeadPeer(t *testing.T) {
 		t.Fatal("the client did not find the server dead")
 	}
 
-	// The healthy pair has been idle all along, for more than the timeout.
-	time.Sleep(timeout)
+	// The healthy pair has been idle all along; three timeouts in all.
+	time.Sleep(time.Until(cut.Add(3 * timeout)))
 	if err := healthy.Err(); err != nil {
 		t.Fatalf("healthy association ended: %v", err)
 	}
 	if err := healthyCli.Err(); err != nil {
 		t.Fatalf("healthy client association ended: %v", err)
 	}
-	exchange(t, healthy, healthyCli, 3)
+	sessionPair(t, healthy, healthyCli, hsa, 2, newPeer(t, nil), newPeer(t, nil))
+	// Heartbeats are sent only by an end that has sent nothing for an
+	// interval, and keep the idle association up without an answer.
+	server, client := connect(t, srv, &Config{Certificate: cli.Certificate, PeerFingerprints: cli.PeerFingerprints,
+		MTU: LoopbackMTU, DeadPeerTimeout: -1, HeartbeatInterval: interval})
+	time.Sleep(3 * timeout)
+	if server.Err() != nil || client.Err() != nil {
+		t.Fatalf("idle association with a peer that does not detect dead peers ended: %v, %v", server.Err(), client.Err())
+	}
 }
 
 // The peer's Close ends the association here too, and says so.

@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// countingConn is the connection SCTP reads from: it counts the packets
-// that come from the peer (one atomic add each), which the monitor reads
-// to tell a live peer from a dead one, and keeps the error that ended the
-// reads.
+// countingConn is the connection SCTP reads from and writes to: it counts
+// the packets each way (one atomic add each), which the monitor reads to
+// tell a live peer from a dead one and to know when to send a heartbeat,
+// and keeps the error that ended the reads.
 type countingConn struct {
 	net.Conn
-	packets atomic.Uint64
+	in, out atomic.Uint64
 
 	mu      sync.Mutex
 	readErr error
@@ -27,7 +27,7 @@ type countingConn struct {
 func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.packets.Add(1)
+		c.in.Add(1)
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -39,6 +39,11 @@ func (c *countingConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.out.Add(1)
+	return c.Conn.Write(b)
+}
+
 func (c *countingConn) err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,24 +52,32 @@ func (c *countingConn) err() error {
 
 // monitor ends the association when SCTP has ended by itself (the peer's
 // SHUTDOWN or ABORT, the DTLS connection closed or failed), and, with a
-// dead-peer timeout, when the peer has been silent for that long: a quiet
-// peer is sent a HEARTBEAT every HeartbeatInterval, and any packet from
-// it, the HEARTBEAT ACK included, shows it alive. pion/sctp retransmits
-// without limit and never gives up on a peer by itself.
+// dead-peer timeout, when nothing has come from the peer for that long.
+// pion/sctp retransmits without limit and never gives up on a peer by
+// itself.
+//
+// Liveness needs no answer from the peer: each end sends an SCTP
+// HEARTBEAT whenever it has sent nothing for HeartbeatInterval, so a live
+// peer is heard at least that often, idle or not, and a peer that only
+// receives still sends SACKs. (An answer could not be relied on: pion/sctp
+// v1.11.3's ActiveHeartbeat sends a HEARTBEAT without its Heartbeat
+// Information parameter, because chunkHeartbeat has Marshal but not the
+// marshal its packet encoder calls, and pion answers such a HEARTBEAT
+// with nothing.)
 func (a *Association) monitor() {
 	defer a.wg.Done()
 	timeout, interval := a.s.DeadPeerTimeout, a.s.HeartbeatInterval
 	var tick <-chan time.Time
-	if timeout > 0 {
-		// Checking twice per interval keeps the detection within
+	if interval > 0 {
+		// Checking twice per interval keeps a heartbeat within 1.5
+		// intervals of the last packet sent, and the detection within
 		// timeout + interval/2.
 		t := time.NewTicker(interval / 2)
 		defer t.Stop()
 		tick = t.C
 	}
-	heard := a.in.packets.Load()
-	lastHeard := time.Now()
-	var lastBeat time.Time
+	heard, sent := a.in.in.Load(), a.in.out.Load()
+	lastHeard, lastSent := time.Now(), time.Now()
 	for {
 		select {
 		case <-a.closed:
@@ -80,18 +93,18 @@ func (a *Association) monitor() {
 			_ = a.end(why)
 			return
 		case now := <-tick:
-			if n := a.in.packets.Load(); n != heard {
+			if n := a.in.in.Load(); n != heard {
 				heard, lastHeard = n, now
-				continue
 			}
-			quiet := now.Sub(lastHeard)
-			if quiet >= timeout {
+			if n := a.in.out.Load(); n != sent {
+				sent, lastSent = n, now
+			}
+			if quiet := now.Sub(lastHeard); timeout > 0 && quiet >= timeout {
 				_ = a.end(fmt.Errorf("%w: nothing from %s for %v", ErrPeerDead, a.RemoteAddr(), quiet.Round(time.Millisecond)))
 				return
 			}
-			if quiet >= interval && now.Sub(lastBeat) >= interval {
+			if now.Sub(lastSent) >= interval {
 				a.sctp.ActiveHeartbeat()
-				lastBeat = now
 			}
 		}
 	}
