@@ -160,7 +160,7 @@ func (t *tab) pinger() {
 // bucket is a token bucket: rate a second, burst at most.
 type bucket struct {
 	rate, burst, have float64
-	at               time.Time
+	at                time.Time
 }
 
 func (b *bucket) take() bool {
@@ -192,7 +192,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	t := &tab{s: s, ws: ws, ctx: ctx, end: cancel, q: make(chan []byte, s.cfg.SendQueue),
-		limit: &bucket{rate: s.cfg.Rate, burst: float64(s.cfg.Burst), have: float64(s.cfg.Burst), at: time.Now()},
+		limit:  &bucket{rate: s.cfg.Rate, burst: float64(s.cfg.Burst), have: float64(s.cfg.Burst), at: time.Now()},
 		impair: s.cfg.Impairment}
 	s.mu.Lock()
 	if len(s.tabs) >= s.cfg.MaxTabs {

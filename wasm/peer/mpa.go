@@ -168,4 +168,3 @@ func (t *Tap) parse(i int) {
 		d.buf = nil // let a large buffer go
 	}
 }
-
