@@ -1,6 +1,7 @@
 package rping
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -971,5 +973,118 @@ func TestInteropManyConnections(t *testing.T) {
 			slowest = max(slowest, time.Since(t0))
 		}
 		t.Logf("%d connections to stock rping -s -P in %v; the slowest took %v", conns, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
+	})
+}
+
+// iwarpBinary builds cmd/iwarp once for the tests that run it.
+var iwarpBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "rping-iwarp-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "iwarp")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/iwarp").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ../../cmd/iwarp: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestInteropCommand runs the iwarp command as a user would, with its
+// defaults: "iwarp rping -s" pinged by stock "rping -c", and "iwarp
+// rping -c" pinging stock "rping -s"; each records a capture that iwarp
+// dump and tshark read.
+func TestInteropCommand(t *testing.T) {
+	g := linuxguest.Shared(t)
+	bin, err := iwarpBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	dump := func(t *testing.T, file string) {
+		t.Helper()
+		out, err := exec.Command(bin, "dump", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("iwarp dump: %v\n%s", err, out)
+		}
+		fpdus := strings.Count(string(out), "FPDU len")
+		if good := strings.Count(string(out), "CRC good"); fpdus < 21 || good != fpdus {
+			t.Errorf("iwarp dump finds %d FPDUs, %d with a good CRC:\n%s", fpdus, good, out)
+		}
+		tsharkCheck(t, file, fpdus, true)
+	}
+	t.Run("rping -c to iwarp rping -s", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		file := filepath.Join(t.TempDir(), "server.pcap")
+		cmd := exec.CommandContext(ctx, bin, "rping", "-s", "-a", "127.0.0.1", "-p", "0", "-v", "-V", "-d", "--pcap", file)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr syncBuf
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		sc := bufio.NewScanner(stdout)
+		var port string
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "listening on tcp://127.0.0.1:"); ok {
+				port = p
+				break
+			}
+		}
+		if port == "" {
+			t.Fatalf("iwarp rping -s did not say where it listens: %s", stderr.String())
+		}
+		var out strings.Builder
+		copied := make(chan struct{})
+		go func() {
+			for sc.Scan() {
+				out.WriteString(sc.Text() + "\n")
+			}
+			close(copied)
+		}()
+		gout, err := g.Run(ctx, fmt.Sprintf("rping -c -a %s -p %s -C %d -v -V", linuxguest.HostFromGuest, port, pings))
+		if err != nil {
+			t.Fatalf("rping -c: %v", err)
+		}
+		<-copied
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("iwarp rping -s: %v\n%s%s", err, out.String(), stderr.String())
+		}
+		if got, want := onlyLines(gout, "ping data: "), rpingLines("ping data: ", pings, DefaultSize); got != want {
+			t.Errorf("rping -c printed\n%s\nwant\n%s", gout, want)
+		}
+		if got, want := onlyLines(out.String(), "server ping data: "), rpingLines("server ping data: ", pings, DefaultSize); got != want {
+			t.Errorf("iwarp rping -s printed\n%s\nwant\n%s", out.String(), want)
+		}
+		dump(t, file)
+	})
+	t.Run("iwarp rping -c to rping -s", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		const port = 7174
+		addr, err := g.Forward(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := guestServer(t, ctx, g, port, "-v")
+		host, hport, _ := net.SplitHostPort(addr)
+		file := filepath.Join(t.TempDir(), "client.pcap")
+		out, err := exec.CommandContext(ctx, bin, "rping", "-c", "-a", host, "-p", hport, "-C", strconv.Itoa(pings), "-vV", "--pcap", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("iwarp rping -c: %v\n%s", err, out)
+		}
+		sout, err := srv.Wait(ctx)
+		if err != nil {
+			t.Errorf("rping -s: %v", err)
+		}
+		if got, want := string(out), rpingLines("ping data: ", pings, DefaultSize); got != want {
+			t.Errorf("iwarp rping -c printed\n%s\nwant\n%s", got, want)
+		}
+		if got, want := onlyLines(sout, "server ping data: "), rpingLines("server ping data: ", pings, DefaultSize); got != want {
+			t.Errorf("rping -s printed\n%s\nwant\n%s", sout, want)
+		}
+		dump(t, file)
 	})
 }
