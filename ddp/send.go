@@ -74,7 +74,7 @@ type Sender struct {
 }
 
 // NewSender returns a Sender over llp for a stream with the given number
-// of untagged queues (RDMAP uses three: QN 0, 1 and 2). obs may be nil.
+// of untagged queues (RDMAP uses four: QN 0, 1 and 2 of RFC 5040 and QN 3 of RFC 7306). obs may be nil.
 func NewSender(llp LLP, queues int, stream uint32, obs trace.Observer) *Sender {
 	s := &Sender{llp: llp, obs: obs, stream: stream, msn: make([]uint32, queues), pieces: make([][]byte, 0, 8)}
 	for i := range s.msn {

@@ -84,7 +84,7 @@ var ErrWindow = errors.New("ddp: segment sequence number outside the reassembly 
 // Config sets up a Stream.
 type Config struct {
 	// Queues is the number of untagged queues (QN 0 .. Queues-1). RDMAP
-	// uses 3.
+	// uses 4 (RFC 5040's three and RFC 7306's Atomic Response queue).
 	Queues int
 	// QueueDepth is the most buffers that may be posted to one queue.
 	QueueDepth int

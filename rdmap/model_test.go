@@ -2,6 +2,7 @@ package rdmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -9,9 +10,10 @@ import (
 )
 
 // TestModelRandomOperations runs random RDMA Writes, RDMA Reads and Sends
-// of random sizes over reordering pipes with random MULPDUs, and checks
-// every completion and every byte against a reference model of both
-// peers' memory.
+// of random sizes, RFC 7306's Atomic Operations (FetchAdd and CmpSwap,
+// plain and masked) and Immediate Data (alone and after a Write), over
+// reordering pipes with random MULPDUs, and checks every completion and
+// every byte against a reference model of both peers' memory.
 //
 // RDMA places data in any order (RFC 5040 §5.5 rule 3) and a Read Response
 // may carry data of a later Write (rule 12's note), so each batch of
@@ -36,10 +38,11 @@ func TestModelRandomOperations(t *testing.T) {
 		batcher := run%2 == 1
 		a, b := newPair(t, pairOpts{
 			pipe: llptest.Options{MULPDU: mulpdu, Reorder: 1 + rng.IntN(16), Seed: run, Depth: 512},
-			cfg:  QPConfig{SendDepth: batch, RecvDepth: batch, IRD: batch, ORD: 1 + rng.IntN(batch)},
+			cfg: QPConfig{SendDepth: batch, RecvDepth: batch, IRD: batch, ORD: 1 + rng.IntN(batch),
+				AtomicIRD: batch, AtomicORD: 1 + rng.IntN(batch)},
 			hold: batcher,
 		})
-		target := b.reg(t, slot*slots, RemoteWrite|RemoteRead)
+		target := b.reg(t, slot*slots, RemoteWrite|RemoteRead|RemoteAtomic)
 		recv := b.reg(t, slot*batch, LocalWrite)
 		src := a.reg(t, slot*slots, 0)
 		sink := a.reg(t, slot*slots, LocalWrite)
@@ -50,6 +53,7 @@ func TestModelRandomOperations(t *testing.T) {
 			perm := rng.Perm(slots)
 			type sendCheck struct {
 				data []byte
+				imm  *uint64 // Immediate Data: its value
 			}
 			var sends []sendCheck
 			type expect struct {
@@ -68,7 +72,7 @@ func TestModelRandomOperations(t *testing.T) {
 					s := uint64(perm[i]*slot + off) // this op's slot, in T or K
 					srcOff := uint64(rng.IntN(len(src.Bytes()) - n + 1))
 					var err error
-					switch rng.IntN(3) {
+					switch rng.IntN(6) {
 					case 0:
 						err = a.qp.PostWrite(WriteWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}, RemoteSTag: target.STag(), RemoteTO: s})
 						copy(modelT[s:], src.Bytes()[srcOff:srcOff+uint64(n)])
@@ -83,8 +87,44 @@ func TestModelRandomOperations(t *testing.T) {
 						b.qp.PostRecv(RecvWR{ID: uint64(nrecv), SGL: []SGE{{MR: recv, Offset: uint64(nrecv * slot), Length: slot}}})
 						nrecv++
 						err = a.qp.PostSend(SendWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}})
-						sends = append(sends, sendCheck{append([]byte(nil), src.Bytes()[srcOff:srcOff+uint64(n)]...)})
+						sends = append(sends, sendCheck{data: append([]byte(nil), src.Bytes()[srcOff:srcOff+uint64(n)]...)})
 						want = append(want, expect{WorkSend, uint32(n)})
+					case 3, 4:
+						// An Atomic Operation on an aligned word of T's slot;
+						// the original value lands in K's.
+						w := uint64(perm[i]*slot + 8*rng.IntN(slot/8))
+						wr := AtomicWR{ID: uint64(i), Local: SGE{MR: sink, Offset: w, Length: 8}, RemoteSTag: target.STag(), RemoteTO: w,
+							Add: rng.Uint64() >> rng.IntN(64), AddMask: rng.Uint64() & rng.Uint64(), Masked: rng.IntN(2) == 0}
+						orig := binary.NativeEndian.Uint64(modelT[w:])
+						wr.Compare, wr.CompareMask, wr.Swap, wr.SwapMask = rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64()
+						if rng.IntN(2) == 0 {
+							wr.Compare = orig // a compare that matches
+						}
+						op := WorkFetchAdd
+						if rng.IntN(2) == 0 {
+							wr.Op, op = CmpSwap, WorkCompSwap
+						}
+						req, _ := wr.request()
+						v, _ := req.Apply(orig)
+						binary.NativeEndian.PutUint64(modelT[w:], v)
+						binary.NativeEndian.PutUint64(modelK[w:], orig)
+						err = a.qp.PostAtomic(wr)
+						want = append(want, expect{op, 8})
+					case 5:
+						// Immediate Data, alone or after a Write.
+						b.qp.PostRecv(RecvWR{ID: uint64(nrecv), SGL: []SGE{{MR: recv, Offset: uint64(nrecv * slot), Length: slot}}})
+						nrecv++
+						imm := rng.Uint64()
+						if rng.IntN(2) == 0 {
+							err = a.qp.PostSend(SendWR{ID: uint64(i), WithImm: true, Imm: imm, Solicited: rng.IntN(2) == 0})
+							want = append(want, expect{WorkSend, 0})
+						} else {
+							err = a.qp.PostWrite(WriteWR{ID: uint64(i), SGL: []SGE{{MR: src, Offset: srcOff, Length: uint32(n)}}, RemoteSTag: target.STag(), RemoteTO: s,
+								WithImm: true, Imm: imm, Solicited: rng.IntN(2) == 0})
+							copy(modelT[s:], src.Bytes()[srcOff:srcOff+uint64(n)])
+							want = append(want, expect{WorkWrite, uint32(n)})
+						}
+						sends = append(sends, sendCheck{data: (&ImmediateData{Data: imm}).Append(nil), imm: &imm})
 					}
 					if err != nil {
 						return err
@@ -113,6 +153,9 @@ func TestModelRandomOperations(t *testing.T) {
 				if c.WRID != uint64(k) || c.ByteLen != uint32(len(s.data)) || c.Status != StatusSuccess ||
 					!bytes.Equal(recv.Bytes()[k*slot:k*slot+len(s.data)], s.data) {
 					t.Fatalf("run %d: receive %d: %+v", run, k, c)
+				}
+				if s.imm != nil && (c.Op != WorkRecvWithImm || c.Imm != *s.imm || c.Flags&FlagImm == 0) {
+					t.Fatalf("run %d: receive %d: %+v, want Immediate Data %#x", run, k, c, *s.imm)
 				}
 			}
 			// End the batch with a Send: once it is delivered, every Write

@@ -552,12 +552,12 @@ func (qp *QueuePair) kick() {
 }
 
 // PostBatch calls post, which posts work requests (PostSend, PostWrite,
-// PostRead, PostInvalidate), and starts them together when post returns,
-// as ibv_post_send does with a list of work requests: the send queue
-// takes them in order, and the send goroutine hands them to the LLP in
-// one go, which an LLP that gathers writes (MPA) sends in as few writes
-// as it can: a run of small RDMA Read Requests or Sends in one gather
-// write instead of one write (and one wake-up of the peer) each. Work
+// PostRead, PostAtomic, PostInvalidate), and starts them together when
+// post returns, as ibv_post_send does with a list of work requests: the
+// send queue takes them in order, and the send goroutine hands them to
+// the LLP in one go, which an LLP that gathers writes (MPA) sends in as
+// few writes as it can: a run of small RDMA Read Requests or Sends in one
+// gather write instead of one write (and one wake-up of the peer) each. Work
 // requests that other goroutines post meanwhile join the batch.
 // PostBatch returns post's error; what post posted before it still
 // starts. Batches nest: the outermost one starts them.

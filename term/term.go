@@ -133,7 +133,9 @@ func Known(l Layer, etype, code uint8) bool {
 
 // The sentinels: one for every registered triple.
 var (
-	// RDMAP, RFC 5040 Figure 9.
+	// RDMAP, RFC 5040 Figure 9. RFC 7306 registers no codes of its own:
+	// its errors use these (its §8.2 names RDMAPCatastrophicStream for an
+	// Atomic Request at an address that is not 64-bit aligned).
 	RDMAPLocalCatastrophic    = &Error{Layer: LayerRDMAP, EType: ETypeLocalCatastrophic}
 	RDMAPInvalidSTag          = &Error{Layer: LayerRDMAP, EType: ETypeRemoteProtection, Code: 0x00}
 	RDMAPBaseBounds           = &Error{Layer: LayerRDMAP, EType: ETypeRemoteProtection, Code: 0x01}
