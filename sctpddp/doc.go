@@ -67,6 +67,28 @@
 // Stream Session Terminate and flushes the endpoint; nothing more is
 // placed.
 //
+// # Limits
+//
+// Every resource a remote peer can make this package hold has a limit, a
+// deadline and a fair refusal (docs/security.md lists them with their
+// defaults): a Listener demultiplexes its UDP socket itself, creates state
+// only for a datagram that is a DTLS ClientHello, and caps the DTLS
+// handshakes in progress in all and per peer, evicting those whose peer
+// has not answered the cookie exchange (which a spoofed source cannot) to
+// make room (Config.MaxHandshakes, MaxHandshakesPerPeer); it caps
+// associations per peer IP address and in all (MaxAssociations,
+// MaxAssociationsPerPeer, ErrTooManyAssociations) and the time they wait
+// for Accept (AcceptTimeout); a SessionAcceptor caps the DDP Stream
+// Sessions it holds per association, per peer and per Listener and the
+// requests pending a decision (MaxSessions, MaxPeerSessions,
+// MaxListenerSessions, MaxPendingSessions), answering any more Initiates
+// with a Terminate (RFC 5043 §6.4); an association whose peer starts too
+// many SCTP streams is closed (MaxStreams), and one whose peer has sent
+// nothing for DeadPeerTimeout is closed with ErrPeerDead, each end sending
+// a HEARTBEAT whenever it has sent nothing for HeartbeatInterval.
+// Association.Err says why an association ended; Config.Refused hears
+// every refusal.
+//
 // # Readings of the RFCs
 //
 //   - RFC 6581 §7 places the IRD/ORD field in the enhanced Initiate and

@@ -524,9 +524,8 @@ func TestAssociationLimits(t *testing.T) {
 	_ = good.Close()
 	after := settle(t, before.goroutines)
 	t.Logf("before: %v; after: %v", before, after)
-	if after.goroutines > before.goroutines {
-		buf := make([]byte, 1<<20)
-		t.Logf("%s", buf[:runtime.Stack(buf, true)])
+	if after.goroutines > before.goroutines || after.heap > before.heap+8<<20 {
+		t.Errorf("not all came back: before %v, after %v", before, after)
 	}
 }
 
@@ -553,6 +552,21 @@ func TestAssociationAcceptTimeout(t *testing.T) {
 	// The Listener still accepts.
 	server, client := connect(t, srv, cli)
 	exchange(t, server, client, 2)
+}
+
+// newQP returns a queue pair of its own protection domain on dev.
+func newQP(dev *rdmap.Device) *rdmap.QueuePair {
+	qp, err := dev.NewProtectionDomain().NewQueuePair(rdmap.QPConfig{SendCQ: dev.NewCompletionQueue(16), RecvCQ: dev.NewCompletionQueue(16)})
+	if err != nil {
+		panic(err)
+	}
+	return qp
+}
+
+func closeQP(qp *rdmap.QueuePair) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = qp.Close(ctx)
 }
 
 // serveSessions accepts every session request of a, as `iwarp serve`
@@ -594,15 +608,13 @@ func TestSessionLimits(t *testing.T) {
 	l := listenT(t, srv)
 	accepted := acceptAll(t, l)
 	ctx := testCtx(t)
-	// Every queue pair used, made before measuring.
-	peers := make([]*peer, 20)
-	qps := make([]*rdmap.QueuePair, len(peers))
-	for i := range peers {
-		peers[i] = newPeer(t, nil)
-		qps[i] = peers[i].QP
+	before := measure()
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	qps := make([]*rdmap.QueuePair, 20)
+	for i := range qps {
+		qps[i] = newQP(dev)
 	}
 	srvQPs, cliQPs := qps[:10], qps[10:]
-	before := measure()
 	dial := func(ip string) (client, server *Association) {
 		t.Helper()
 		c, err := dialFrom(ctx, t, l.Addr().String(), cli, ip)
@@ -699,8 +711,9 @@ func TestSessionLimits(t *testing.T) {
 		_ = a.Close()
 	}
 	for _, qp := range qps {
-		_ = qp.Close(ctx)
+		closeQP(qp)
 	}
+	qps, srvQPs, cliQPs = nil, nil, nil
 	// Every count comes back to zero once the sessions are closed.
 	if !waitFor(5*time.Second, func() bool {
 		l.sessions.mu.Lock()
@@ -711,6 +724,9 @@ func TestSessionLimits(t *testing.T) {
 	}
 	after := settle(t, before.goroutines)
 	t.Logf("before: %v; under attack: %v; after: %v", before, during, after)
+	if after.heap > before.heap+8<<20 {
+		t.Errorf("heap in use: %v before, %v after", before, after)
+	}
 	if after.goroutines > before.goroutines {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines left:\n%s", buf[:runtime.Stack(buf, true)])

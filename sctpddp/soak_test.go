@@ -57,19 +57,6 @@ func TestSoak(t *testing.T) {
 	}
 	l := listenT(t, srv)
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	newQP := func() *rdmap.QueuePair {
-		pd := dev.NewProtectionDomain()
-		qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: dev.NewCompletionQueue(16), RecvCQ: dev.NewCompletionQueue(16)})
-		if err != nil {
-			panic(err)
-		}
-		return qp
-	}
-	closeQP := func(qp *rdmap.QueuePair) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = qp.Close(ctx)
-		cancel()
-	}
 	// The server accepts every association and every session, as
 	// `iwarp serve` does, and closes the queue pairs of an association
 	// when it ends.
@@ -102,7 +89,7 @@ func TestSoak(t *testing.T) {
 					if err != nil {
 						return
 					}
-					qp := newQP()
+					qp := newQP(dev)
 					qps = append(qps, qp)
 					_, _ = r.Accept(qp, SessionConfig{})
 				}
@@ -250,7 +237,7 @@ func TestSoak(t *testing.T) {
 		c.localAddr = "127.0.0.1:0"
 		a, err := Dial(ctx, "udp", to.String(), &c)
 		if err == nil {
-			qp := newQP()
+			qp := newQP(dev)
 			var s *Session
 			s, err = Connect(ctx, a, 1, qp, SessionConfig{})
 			if err == nil {
