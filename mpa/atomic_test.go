@@ -119,6 +119,8 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 	seen := make([][]uint64, len(cfgs))
 	errs := make([]error, len(cfgs))
 	var wg sync.WaitGroup
+	var responders []*rdmap.QueuePair
+	var respConns []*Conn
 	for i, cfg := range cfgs {
 		l, err := Listen("tcp", "127.0.0.1:0", &cfg)
 		if err != nil {
@@ -130,16 +132,13 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			resp.Close(ctx)
-		})
+		responders = append(responders, resp)
 		acc := make(chan error, 1)
+		var rc *Conn
 		go func() {
 			r, err := l.Accept(ctx)
 			if err == nil {
-				_, err = r.Accept(resp, nil)
+				rc, err = r.Accept(resp, nil)
 			}
 			acc <- err
 		}()
@@ -152,6 +151,7 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 		if err := <-acc; err != nil {
 			t.Fatal(err)
 		}
+		respConns = append(respConns, rc)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,6 +159,14 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Stop the responders, whose goroutines wrote the memory: once they
+	// have, it is the test's to read.
+	for i, resp := range responders {
+		respConns[i].Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp.Close(ctx)
+		cancel()
+	}
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("connection %d (%+v): %v", i, cfgs[i], err)
