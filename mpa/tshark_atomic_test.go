@@ -33,6 +33,7 @@ type traceRecorder struct {
 }
 
 type traceUnit struct {
+	t          time.Time
 	fromClient bool
 	b          []byte
 }
@@ -60,7 +61,7 @@ func (r *traceRecorder) trace(fromClient bool, b []byte) {
 			}
 			n = m
 		}
-		r.units = append(r.units, traceUnit{fromClient, bytes.Clone(r.buf[d][:n])})
+		r.units = append(r.units, traceUnit{time.Now(), fromClient, bytes.Clone(r.buf[d][:n])})
 		r.buf[d] = r.buf[d][n:]
 	}
 }
@@ -83,17 +84,19 @@ func (r *traceRecorder) write(t *testing.T, file string, client, server netip.Ad
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(cw.Open(now))
-	for _, u := range r.units {
-		must(cw.Write(now, u.fromClient, u.b))
+	if len(r.units) == 0 {
+		t.Fatal("nothing recorded")
 	}
-	must(cw.Close(now))
+	must(cw.Open(r.units[0].t))
+	for _, u := range r.units {
+		must(cw.Write(u.t, u.fromClient, u.b))
+	}
+	must(cw.Close(r.units[len(r.units)-1].t))
 	if len(r.buf[0])+len(r.buf[1]) != 0 {
 		t.Fatalf("%d and %d octets left unframed", len(r.buf[0]), len(r.buf[1]))
 	}

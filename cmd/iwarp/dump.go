@@ -120,6 +120,28 @@ type dumpReadRequest struct {
 	SrcTO    uint64 `json:"src_to"`
 }
 
+// dumpAtomic is an Atomic Request's header (RFC 7306 Figure 4). Add or
+// Swap Data and Mask are named as its AOpCode uses them.
+type dumpAtomic struct {
+	AOpCode     uint8   `json:"aopcode"`
+	AOp         string  `json:"aop"`
+	RequestID   uint32  `json:"request_id"`
+	STag        uint32  `json:"stag"`
+	TO          uint64  `json:"to"`
+	AddData     *uint64 `json:"add_data,omitempty"`
+	AddMask     *uint64 `json:"add_mask,omitempty"`
+	SwapData    *uint64 `json:"swap_data,omitempty"`
+	SwapMask    *uint64 `json:"swap_mask,omitempty"`
+	CompareData uint64  `json:"compare_data"`
+	CompareMask uint64  `json:"compare_mask"`
+}
+
+// dumpAtomicResp is an Atomic Response's header (RFC 7306 Figure 6).
+type dumpAtomicResp struct {
+	OrigRequestID uint32 `json:"original_request_id"`
+	OrigValue     uint64 `json:"original_value"`
+}
+
 type dumpTerminate struct {
 	Layer     uint8  `json:"layer"`
 	EType     uint8  `json:"etype"`
@@ -148,6 +170,9 @@ type dumpRecord struct {
 	PayloadLen *int             `json:"payload_len,omitempty"`
 	ReadReq    *dumpReadRequest `json:"read_request,omitempty"`
 	Terminate  *dumpTerminate   `json:"terminate,omitempty"`
+	Atomic     *dumpAtomic      `json:"atomic,omitempty"`
+	AtomicResp *dumpAtomicResp  `json:"atomic_response,omitempty"`
+	Immediate  *uint64          `json:"immediate_data,omitempty"`
 	InvSTag    *uint32          `json:"invalidate_stag,omitempty"`
 	Note       string           `json:"note"`
 
@@ -437,8 +462,66 @@ func describeSegment(r *dumpRecord, seg []byte) {
 				r.Note += fmt.Sprintf(" It also invalidates the peer's STag %#08x.", *r.InvSTag)
 			}
 		}
+	case op.Valid() && op > rdmap.OpTerminate:
+		describeRFC7306(r, &h, op, payload)
 	default:
 		r.Note = fmt.Sprintf("RDMAP opcode %d is reserved: the receiver must terminate the stream.", op)
+	}
+}
+
+// describeRFC7306 fills in the fields and note of RFC 7306's messages:
+// the Atomic Request and Atomic Response, and Immediate Data with and
+// without Solicited Event.
+func describeRFC7306(r *dumpRecord, h *ddp.Header, op rdmap.Opcode, payload []byte) {
+	switch op {
+	case rdmap.OpAtomicRequest:
+		a, _, err := rdmap.ParseAtomicRequest(payload)
+		if err != nil || len(payload) != rdmap.AtomicRequestLen {
+			r.Note = fmt.Sprintf("Atomic Request of %d bytes, not 52: the responder must terminate the stream.", len(payload))
+			return
+		}
+		da := &dumpAtomic{AOpCode: uint8(a.Op), AOp: a.Op.String(), RequestID: a.ReqID, STag: a.STag, TO: a.TO,
+			CompareData: a.CompareData, CompareMask: a.CompareMask}
+		r.Atomic = da
+		switch a.Op {
+		case rdmap.FetchAdd:
+			da.AddData, da.AddMask = &a.AddSwapData, &a.AddSwapMask
+			r.Note = fmt.Sprintf("Atomic Request (queue 1, MSN %d, Request Identifier %d): FetchAdd adds %#x to the peer's 64-bit word at STag %#08x, TO %#x", h.MSN, a.ReqID, a.AddSwapData, a.STag, a.TO)
+			if a.AddSwapMask != 0 {
+				r.Note += fmt.Sprintf(", field by field (Add Mask %#x marks each field's top bit, whose carry is dropped)", a.AddSwapMask)
+			}
+			r.Note += "; the peer answers with the word's value before."
+		case rdmap.CmpSwap:
+			da.SwapData, da.SwapMask = &a.AddSwapData, &a.AddSwapMask
+			r.Note = fmt.Sprintf("Atomic Request (queue 1, MSN %d, Request Identifier %d): CmpSwap: if the peer's 64-bit word at STag %#08x, TO %#x equals %#x (in the bits of Compare Mask %#x), its bits of Swap Mask %#x become those of %#x; the peer answers with the word's value before.",
+				h.MSN, a.ReqID, a.STag, a.TO, a.CompareData, a.CompareMask, a.AddSwapMask, a.AddSwapData)
+		default:
+			r.Note = fmt.Sprintf("Atomic Request with AOpCode %d, which RFC 7306 does not define: the responder must refuse it.", a.Op)
+			return
+		}
+		if a.TO%8 != 0 {
+			r.Note += " Its TO is not a multiple of 8: unless the region's memory starts off an 8-byte boundary, the responder refuses it (RFC 7306 §8.2: Terminate 0x0/0x2/0x07)."
+		}
+	case rdmap.OpAtomicResponse:
+		a, _, err := rdmap.ParseAtomicResponse(payload)
+		if err != nil || len(payload) != rdmap.AtomicResponseLen {
+			r.Note = fmt.Sprintf("Atomic Response of %d bytes, not 12: the requester must terminate the stream.", len(payload))
+			return
+		}
+		r.AtomicResp = &dumpAtomicResp{OrigRequestID: a.OrigReqID, OrigValue: a.OrigValue}
+		r.Note = fmt.Sprintf("Atomic Response (queue 3, MSN %d): answers the Atomic Request with Request Identifier %d; the word held %#x before it. The requester's atomic completes now.", h.MSN, a.OrigReqID, a.OrigValue)
+	case rdmap.OpImmediate, rdmap.OpImmediateSE:
+		d, _, err := rdmap.ParseImmediateData(payload)
+		if err != nil || len(payload) != rdmap.ImmediateDataLen || h.MO != 0 {
+			r.Note = fmt.Sprintf("%s of %d bytes at MO %d: it must be exactly 8 bytes (RFC 7306 §6.3); the receiver terminates the stream.", op, len(payload), h.MO)
+			return
+		}
+		r.Immediate = &d.Data
+		r.Note = fmt.Sprintf("%s: 8 bytes, %#016x, go into the peer's next posted receive buffer (queue 0, MSN %d), whose completion reports them", op, d.Data, h.MSN)
+		if op == rdmap.OpImmediateSE {
+			r.Note += " and asks for a Solicited Event"
+		}
+		r.Note += ". If an RDMA Write came just before, this is RDMA Write with Immediate Data: the receive completes once that Write is placed."
 	}
 }
 
