@@ -112,11 +112,16 @@ func (sa *SessionAcceptor) loop() {
 func (sa *SessionAcceptor) initiate(st *Stream) {
 	ctx, cancel := context.WithTimeout(context.Background(), sa.a.s.HandshakeTimeout)
 	defer cancel()
-	r, err := ReadInitiate(ctx, st, sa.a.s.HandshakeTimeout)
+	r, terminate, err := readInitiate(ctx, st, sa.a.s.HandshakeTimeout)
 	sa.mu.Lock()
 	sa.reading--
 	if err != nil {
 		sa.mu.Unlock()
+		// Counted out before the peer hears the Terminate, so that it
+		// may start another session at once.
+		if terminate {
+			terminateStream(st)
+		}
 		return
 	}
 	if sa.held >= sa.maxHeld {
@@ -183,8 +188,8 @@ func (sa *SessionAcceptor) releaseOnce(ip netip.Addr) func() {
 // refuse answers a session request with a DDP Stream Session Terminate and
 // reports why.
 func (sa *SessionAcceptor) refuse(st MessageStream, why error) {
-	terminateStream(st)
 	sa.a.s.refused(sa.a.RemoteAddr(), why)
+	terminateStream(st)
 }
 
 func (sa *SessionAcceptor) closed() bool {

@@ -198,8 +198,8 @@ func (l *Listener) handshake(c *muxConn) {
 	l.mux.established(c)
 	ip := c.raddr.Addr()
 	if err := l.peers.take(ip); err != nil {
-		_ = conn.Close()
 		l.s.refused(c.RemoteAddr(), err)
+		_ = conn.Close()
 		return
 	}
 	a, err := newAssociation(ctx, l.s, conn, true, func() { l.peers.give(ip) })

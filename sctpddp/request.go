@@ -111,13 +111,20 @@ func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
 // Anything else is answered with a DDP Stream Session Terminate and an
 // error.
 func ReadInitiate(ctx context.Context, st MessageStream, timeout time.Duration) (*SessionRequest, error) {
+	r, terminate, err := readInitiate(ctx, st, timeout)
+	if terminate {
+		terminateStream(st)
+	}
+	return r, err
+}
+
+// readInitiate is ReadInitiate, but leaves the Terminate to the caller:
+// terminate reports that one is due.
+func readInitiate(ctx context.Context, st MessageStream, timeout time.Duration) (r *SessionRequest, terminate bool, err error) {
 	buf := make([]byte, MaxPrivateData+16)
 	n, ppid, err := st.ReadMessage(ctx, buf)
 	if err != nil {
-		if errors.Is(err, ErrUnexpectedPPID) {
-			terminateStream(st)
-		}
-		return nil, err
+		return nil, errors.Is(err, ErrUnexpectedPPID), err
 	}
 	var m SessionControl
 	if ppid == PPIDSessionControl {
@@ -129,18 +136,17 @@ func ReadInitiate(ctx context.Context, st MessageStream, timeout time.Duration) 
 		err = fmt.Errorf("%w: %v with DDP-SSN %d opens the session", ErrIllegalSequence, m.Function, m.SSN)
 	}
 	if err != nil {
-		terminateStream(st)
-		return nil, err
+		return nil, true, err
 	}
 	if err := st.NewSession(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	r := &SessionRequest{st: st, m: m, timeout: timeout, PrivateData: append([]byte(nil), m.PrivateData...)}
+	r = &SessionRequest{st: st, m: m, timeout: timeout, PrivateData: append([]byte(nil), m.PrivateData...)}
 	if m.Function.Enhanced() {
 		e := m.Enhanced
 		r.Enhanced = &e
 	}
-	return r, nil
+	return r, false, nil
 }
 
 func terminateStream(st MessageStream) {
