@@ -565,21 +565,33 @@ func TestAtomicToPeerWithoutAtomics(t *testing.T) {
 }
 
 // Linux siw answers an opcode it does not know with Unexpected OpCode and
-// no Terminated DDP Header; the oldest outstanding Atomic takes the
-// peer's error.
+// no Terminated DDP Header, its Layer and Error Type nibbles swapped on
+// the wire (20 06 00 00, what mpa.TestAtomicSiw records); the oldest
+// outstanding Atomic takes the peer's error, read as siw meant it.
 func TestAtomicSiwTerminate(t *testing.T) {
-	s, peer := rawSide(t, QPConfig{})
-	res := s.reg(t, 16, LocalWrite)
-	mustPost(t, s.qp.PostAtomic(AtomicWR{ID: 1, Op: FetchAdd, Local: SGE{MR: res, Length: 8}, RemoteSTag: 1}))
-	mustPost(t, s.qp.PostAtomic(AtomicWR{ID: 2, Op: FetchAdd, Local: SGE{MR: res, Offset: 8, Length: 8}, RemoteSTag: 1}))
-	peer.segsFrom(t, 2)
-	th := TerminateHeader{Layer: term.LayerRDMAP, EType: term.ETypeRemoteOperation, Code: 0x06}
-	peer.send(t, untaggedSeg(0x47, 0, QNTerminate, 1, th.Append(nil)))
-	if c := wait(t, s.scq); c.WRID != 1 || c.Status != StatusRemOpErr || !errors.Is(c.Err, term.RDMAPUnexpectedOpcode) {
-		t.Fatalf("completion %+v", c)
+	for _, wire := range []string{"02060000", "20060000"} {
+		s, peer := rawSide(t, QPConfig{})
+		res := s.reg(t, 16, LocalWrite)
+		mustPost(t, s.qp.PostAtomic(AtomicWR{ID: 1, Op: FetchAdd, Local: SGE{MR: res, Length: 8}, RemoteSTag: 1}))
+		mustPost(t, s.qp.PostAtomic(AtomicWR{ID: 2, Op: FetchAdd, Local: SGE{MR: res, Offset: 8, Length: 8}, RemoteSTag: 1}))
+		peer.segsFrom(t, 2)
+		peer.send(t, untaggedSeg(0x47, 0, QNTerminate, 1, unhex(t, wire)))
+		if c := wait(t, s.scq); c.WRID != 1 || c.Status != StatusRemOpErr || !errors.Is(c.Err, term.RDMAPUnexpectedOpcode) {
+			t.Fatalf("%s: completion %+v", wire, c)
+		}
+		if c := wait(t, s.scq); c.WRID != 2 || c.Status != StatusWRFlushErr {
+			t.Fatalf("%s: completion %+v", wire, c)
+		}
+		if !errors.Is(s.qp.Err(), term.RDMAPUnexpectedOpcode) {
+			t.Fatalf("%s: %v", wire, s.qp.Err())
+		}
 	}
-	if c := wait(t, s.scq); c.WRID != 2 || c.Status != StatusWRFlushErr {
-		t.Fatalf("completion %+v", c)
+	// Without an Atomic outstanding, 0x2/0x0/0x06 is what it says.
+	s, peer := rawSide(t, QPConfig{})
+	peer.send(t, untaggedSeg(0x47, 0, QNTerminate, 1, unhex(t, "20060000")))
+	waitState(t, s.qp, StateTerminating)
+	if !errors.Is(s.qp.Err(), term.MPAInsufficientIRD) {
+		t.Fatal(s.qp.Err())
 	}
 }
 
