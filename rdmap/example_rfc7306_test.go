@@ -59,7 +59,18 @@ func ExampleQueuePair_PostAtomic() {
 		}
 		fmt.Println(try, "CmpSwap took the lock:", binary.NativeEndian.Uint64(orig.Bytes()) == 0)
 	}
-	fmt.Println("counter", binary.NativeEndian.Uint64(shared))
+	// Bob's memory changes under his feet: he would read it with
+	// sync/atomic. Alice reads it with a FetchAdd of 0, which changes
+	// nothing (RFC 7306 §1.1).
+	err = alice.qp.PostAtomic(rdmap.AtomicWR{Op: rdmap.FetchAdd, Add: 0,
+		Local: rdmap.SGE{MR: orig, Length: 8}, RemoteSTag: mr.STag(), RemoteTO: 0})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := alice.scq.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("counter", binary.NativeEndian.Uint64(orig.Bytes()))
 	// Output:
 	// FETCH_ADD SUCCESS 100
 	// FETCH_ADD SUCCESS 110
