@@ -195,13 +195,13 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = conn.Close()
 		return
 	}
-	l.mux.established(c)
 	ip := c.raddr.Addr()
 	if err := l.peers.take(ip); err != nil {
 		l.s.refused(c.RemoteAddr(), err)
-		_ = conn.Close()
+		refuse(ctx, conn)
 		return
 	}
+	c.m.established(c)
 	a, err := newAssociation(ctx, l.s, conn, true, func() { l.peers.give(ip) })
 	if err != nil {
 		l.peers.give(ip)
@@ -219,6 +219,24 @@ func (l *Listener) handshake(c *muxConn) {
 	case <-l.ctx.Done():
 		_ = a.Close()
 	}
+}
+
+// refuseWait bounds how long a refused peer's connection is kept open for
+// its handshake to end.
+const refuseWait = time.Second
+
+// refuse closes a DTLS connection whose handshake has just completed here,
+// once the peer has completed it too: its first record (the SCTP INIT)
+// shows that, or refuseWait, or the end of ctx. Closed earlier, the peer
+// could take the close_notify for a failed handshake rather than a
+// refusal. The connection still counts among the Listener's handshakes
+// meanwhile.
+func refuse(ctx context.Context, conn *dtls.Conn) {
+	_ = conn.SetReadDeadline(time.Now().Add(refuseWait))
+	defer context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })()
+	var b [1]byte
+	_, _ = conn.Read(b[:])
+	_ = conn.Close()
 }
 
 // Accept returns the next association whose handshakes have completed.
