@@ -209,8 +209,8 @@ func (a *Association) Done() <-chan struct{} { return a.closed }
 // Err returns nil while the association is open, and then why it ended:
 // ErrClosed if it was closed here (Close, Shutdown), otherwise an error
 // that is ErrClosed and wraps the cause (errors.Is): ErrPeerClosed,
-// ErrPeerDead, ErrAcceptTimeout or ErrTooManyStreams. Reads and writes on its streams that
-// fail because it ended return the same error.
+// ErrPeerDead, ErrAcceptTimeout or ErrTooManyStreams. Reads and writes on
+// its streams that fail because it ended return the same error.
 func (a *Association) Err() error {
 	select {
 	case <-a.closed:

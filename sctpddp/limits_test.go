@@ -305,6 +305,70 @@ func TestMuxEviction(t *testing.T) {
 	}
 }
 
+// A muxConn's deadlines work as pion's reads and writes expect: a past
+// deadline ends a blocked read at once, a zero one lifts it, and queued
+// datagrams are bounded.
+func TestMuxConnDeadlinesAndQueue(t *testing.T) {
+	_, cli := pinnedConfigs(t)
+	ch := clientHello(t, cli)
+	s, _ := cli.settings()
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *muxConn
+	m := newUDPMux(uc, s, func(n *muxConn) { c = n })
+	defer func() { m.close(); _ = c.Close(); <-m.readDone }()
+	from := netip.MustParseAddrPort("127.0.0.1:9")
+	m.deliver(from, ch)
+	buf := make([]byte, 2048)
+	if n, _, err := c.ReadFrom(buf); err != nil || n != len(ch) {
+		t.Fatalf("read %d, %v", n, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.ReadFrom(buf)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	_ = c.SetReadDeadline(time.Unix(1, 0))
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("blocked read ended with %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a past deadline did not end the read")
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	m.deliver(from, ch)
+	if _, _, err := c.ReadFrom(buf); err != nil {
+		t.Fatalf("read after the deadline was lifted: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	if _, _, err := c.ReadFrom(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past a deadline: %v", err)
+	}
+	_ = c.SetWriteDeadline(time.Unix(1, 0))
+	if _, err := c.WriteTo(ch, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past a deadline: %v", err)
+	}
+	// A handshaking address queues at most 64 KiB.
+	for range 100 {
+		m.deliver(from, ch)
+	}
+	c.qmu.Lock()
+	queued := c.queued
+	c.qmu.Unlock()
+	if queued > m.handshakeQueue {
+		t.Fatalf("%d bytes queued", queued)
+	}
+	_ = c.Close()
+	if _, _, err := c.ReadFrom(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+}
+
 // blackHole relays datagrams between one client and a server until cut,
 // then drops them: a peer that vanishes without a goodbye.
 type blackHole struct {

@@ -307,6 +307,7 @@ func (m *udpMux) established(c *muxConn) {
 		c.state = connEstablished
 	}
 	m.mu.Unlock()
+	c.progressed.Store(true) // no more looking for a ServerHello
 	c.qmu.Lock()
 	c.limit = m.establishedQueue
 	c.qmu.Unlock()
@@ -436,6 +437,11 @@ func (c *muxConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
 		if n, ok := c.pop(p); ok {
 			return n, c.addr, nil
+		}
+		select {
+		case <-c.done:
+			return 0, nil, net.ErrClosed
+		default:
 		}
 		select {
 		case <-c.notify:
