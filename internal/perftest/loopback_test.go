@@ -251,7 +251,7 @@ func TestPerftestLoopbackCapture(t *testing.T) {
 				if err := cp.writePcap(file); err != nil {
 					t.Fatal(err)
 				}
-				tsharkCheck(t, file, n)
+				tsharkCheck(t, file, n, true)
 			}
 		})
 	}

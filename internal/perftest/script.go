@@ -126,6 +126,7 @@ func (s *session) afterConnect(ctx context.Context) error {
 			return err
 		}
 		s.res.Lat = lat
+		s.linger(ctx)
 		return nil
 	}
 	return fmt.Errorf("perftest: %v is not implemented", c.Test)
@@ -210,4 +211,19 @@ func (s *session) settle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// linger waits, up to a few seconds, for the peer to close the control
+// connection, which perftest does once it has polled its last completion
+// and printed its figures. ib_write_lat has no closing handshake: a
+// client that closes as soon as its last RDMA Write has completed can
+// make perftest's server see its own last Write completed in error (siw
+// flushes it when the connection ends first, seen under QEMU: "Completion
+// with error ... scnt=20, ccnt=19").
+func (s *session) linger(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	// The control queue pair always has a receive posted: it completes
+	// (flushed) when the peer disconnects.
+	s.ctl.rcq.Wait(ctx)
 }
