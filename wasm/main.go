@@ -2,25 +2,34 @@
 
 // Command wasm is the demo's browser peer: package ddp and rdmap (through
 // package peer) compiled with GOOS=js GOARCH=wasm, on a DDP Stream Session
-// (RFC 5043, package sctpddp) over an RTCDataChannel that the page makes.
-// The browser's own SCTP carries the DDP Segments; each message keeps its
-// DDP-SSN, and messages reach the session in the order the channel
-// delivered them (see jsStream).
+// (RFC 5043, package sctpddp) over an RTCDataChannel that the page makes,
+// or on MPA (RFC 5044, package mpa) over a WebSocket when the page falls
+// back to a byte stream. On a data channel the browser's own SCTP carries
+// the DDP Segments; each message keeps its DDP-SSN, and messages reach the
+// session in the order the channel delivered them (see jsStream). On a
+// WebSocket the page is the MPA Initiator (mpa.Client over the
+// WebSocket as a net.Conn, wsConn), and a peer.Tap reports every FPDU
+// and Marker that crosses it.
 //
-// It installs globalThis.iwarpPeer, a small API for the page (app.js):
+// It installs globalThis.iwarpPeer, a small API for the page (app.js).
+// qp, last and optional everywhere, picks the queue pair (0, the default,
+// or 1 for a second DDP stream on another data channel of the same
+// association):
 //
-//	connect(dc, {mulpdu, passive}, cb)   start a session on dc; cb(error or null)
-//	register(name, len, base, access)    -> {stag} | {error}; access: "r", "w", "l"
-//	deregister(stag), invalidate(stag)   -> {} | {error}
-//	postRecv(len)                        -> {stag, msn} | {error}
-//	write(bytes, stag, to)               -> {wrid} | {error}
-//	read(len, stag, to, sink, offset)    -> {wrid} | {error}
-//	send(bytes, solicited, invalidateSTag) -> {wrid} | {error}
-//	drain()                              -> JSON {events, dropped, regions?, state, error?}
+//	connect(dc, {mulpdu, passive, qp}, cb) start a session on dc; cb(error or null)
+//	connectMPA(url, {mulpdu, markers}, cb) MPA over a WebSocket to url, queue pair 0
+//	register(name, len, base, access, qp)  -> {stag} | {error}; access: "r", "w", "l"
+//	deregister(stag, qp), invalidate(stag, qp) -> {} | {error}
+//	postRecv(len, qp)                      -> {stag, msn} | {error}
+//	write(bytes, stag, to, qp)             -> {wrid} | {error}
+//	read(len, stag, to, sink, offset, qp)  -> {wrid} | {error}
+//	send(bytes, solicited, invalidateSTag, qp) -> {wrid} | {error}
+//	drain()                                -> JSON {events, dropped, regions?, states, error?}
 //	close()
 //
-// Events are queued by the queue pair's observer and handed over in
-// batches by drain, which the page calls once per animation frame.
+// Events are queued by each queue pair's observer (and the Tap) and
+// handed over in batches by drain, which the page calls once per
+// animation frame; each event and region carries its queue pair's index.
 package main
 
 import (
@@ -30,32 +39,37 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/wasm/peer"
 )
 
 type session struct {
 	p      *peer.Peer
-	st     *jsStream
+	st     *jsStream // the data channel, or nil
 	ctx    context.Context
 	cancel context.CancelFunc
 	sess   *sctpddp.Session
+	conn   *mpa.Conn
+	ws     *wsConn
 }
 
-var cur *session // the page's one session; JS calls run on one thread
+// The page's sessions, by queue pair; JS calls run on one thread.
+var sessions []*session
 
 func main() {
 	api := map[string]any{
 		"connect":    fn(connect),
+		"connectMPA": fn(connectMPA),
 		"register":   fn(register),
-		"deregister": fn(func(a []js.Value) any { return result(nil, need().p.Deregister(stag(a, 0))) }),
-		"invalidate": fn(func(a []js.Value) any { return result(nil, need().p.Invalidate(stag(a, 0))) }),
+		"deregister": fn(func(a []js.Value) any { return result(nil, need(a, 1).p.Deregister(stag(a, 0))) }),
+		"invalidate": fn(func(a []js.Value) any { return result(nil, need(a, 1).p.Invalidate(stag(a, 0))) }),
 		"postRecv":   fn(postRecv),
 		"write":      fn(write),
 		"read":       fn(read),
 		"send":       fn(send),
 		"drain":      fn(drain),
-		"close":      fn(func([]js.Value) any { closeSession(); return nil }),
+		"close":      fn(func([]js.Value) any { closeAll(); return nil }),
 	}
 	js.Global().Set("iwarpPeer", js.ValueOf(api))
 	if cb := js.Global().Get("iwarpReady"); cb.Type() == js.TypeFunction {
@@ -87,11 +101,21 @@ func result(v map[string]any, err error) any {
 	return v
 }
 
-func need() *session {
-	if cur == nil {
+// qpArg reads the optional queue pair index at a[i].
+func qpArg(a []js.Value, i int) int {
+	if len(a) > i && a[i].Type() == js.TypeNumber {
+		return a[i].Int()
+	}
+	return 0
+}
+
+// need returns the session of the queue pair named at a[i].
+func need(a []js.Value, i int) *session {
+	q := qpArg(a, i)
+	if q < 0 || q >= len(sessions) || sessions[q] == nil {
 		panic("not connected")
 	}
-	return cur
+	return sessions[q]
 }
 
 func stag(a []js.Value, i int) uint32 { return uint32(a[i].Float()) }
@@ -105,12 +129,17 @@ func bytesOf(v js.Value) []byte {
 	return b
 }
 
-func closeSession() {
-	s := cur
-	cur = nil
-	if s == nil {
-		return
+func closeAll() {
+	ss := sessions
+	sessions = nil
+	for _, s := range ss {
+		if s != nil {
+			s.close()
+		}
 	}
+}
+
+func (s *session) close() {
 	s.cancel()
 	go func() {
 		if s.sess != nil {
@@ -119,16 +148,54 @@ func closeSession() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = s.p.QP.Close(ctx)
-		s.st.release()
+		if s.conn != nil {
+			_ = s.conn.Close()
+		}
+		if s.ws != nil {
+			_ = s.ws.Close()
+		}
+		if s.st != nil {
+			s.st.release()
+		}
 	}()
 }
 
-// connect(dc, {mulpdu, passive}, cb): the active side sends the
+// newSession makes queue pair qp's peer, replacing a session there.
+func newSession(qp int) (*session, error) {
+	if qp < 0 || qp > 3 {
+		return nil, fmt.Errorf("no queue pair %d", qp)
+	}
+	for len(sessions) <= qp {
+		sessions = append(sessions, nil)
+	}
+	if old := sessions[qp]; old != nil {
+		old.close()
+		sessions[qp] = nil
+	}
+	p, err := peer.New()
+	if err != nil {
+		return nil, err
+	}
+	p.Index = qp
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{p: p, ctx: ctx, cancel: cancel}
+	sessions[qp] = s
+	go p.Run(ctx)
+	return s, nil
+}
+
+// connect(dc, {mulpdu, passive, qp}, cb): the active side sends the
 // Initiate (sctpddp.ConnectStream), the passive side waits for it
 // (ReadInitiate, Accept). The page makes its regions before or after.
 func connect(a []js.Value) any {
 	dc, opts, cb := a[0], a[1], a[2]
-	closeSession()
+	qp := 0
+	if v := opts.Get("qp"); v.Truthy() {
+		qp = v.Int()
+	}
+	if qp == 0 {
+		closeAll()
+	}
 	mulpdu := sctpddp.MaxDataChannelMULPDU
 	if v := opts.Get("mulpdu"); v.Truthy() {
 		mulpdu = v.Int()
@@ -137,28 +204,26 @@ func connect(a []js.Value) any {
 	if err != nil {
 		return result(nil, err)
 	}
-	p, err := peer.New()
+	s, err := newSession(qp)
 	if err != nil {
+		st.release()
 		return result(nil, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{p: p, st: st, ctx: ctx, cancel: cancel}
-	cur = s
+	s.st = st
 	passive := opts.Get("passive").Truthy()
-	go p.Run(ctx)
 	go func() {
 		cfg := sctpddp.SessionConfig{Window: peer.Window}
 		var sess *sctpddp.Session
 		var err error
 		if passive {
 			var req *sctpddp.SessionRequest
-			req, err = sctpddp.ReadInitiate(ctx, st, 15*time.Second)
+			req, err = sctpddp.ReadInitiate(s.ctx, st, 15*time.Second)
 			if err == nil {
-				sess, err = req.Accept(p.QP, cfg)
+				sess, err = req.Accept(s.p.QP, cfg)
 			}
 		} else {
-			cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
-			sess, err = sctpddp.ConnectStream(cctx, st, p.QP, cfg)
+			cctx, ccancel := context.WithTimeout(s.ctx, 15*time.Second)
+			sess, err = sctpddp.ConnectStream(cctx, st, s.p.QP, cfg)
 			ccancel()
 		}
 		if err != nil {
@@ -171,28 +236,69 @@ func connect(a []js.Value) any {
 	return result(nil, nil)
 }
 
+// connectMPA(url, {mulpdu, markers}, cb): MPA over a WebSocket. The page
+// is the Initiator; markers asks for Markers in the FPDUs the Go peer
+// sends (and the Go peer, told the same, asks for them back).
+func connectMPA(a []js.Value) any {
+	url, opts, cb := a[0].String(), a[1], a[2]
+	closeAll()
+	mulpdu := mpa.MaxULPDU
+	if v := opts.Get("mulpdu"); v.Truthy() {
+		mulpdu = max(v.Int(), peer.MinMPAMULPDU)
+	}
+	markers := opts.Get("markers").Truthy()
+	s, err := newSession(0)
+	if err != nil {
+		return result(nil, err)
+	}
+	go func() {
+		err := func() error {
+			cctx, ccancel := context.WithTimeout(s.ctx, 10*time.Second)
+			defer ccancel()
+			ws, err := dialWS(cctx, url)
+			if err != nil {
+				return err
+			}
+			s.ws = ws
+			tap := peer.NewTap(true, s.p.Add)
+			conn, err := mpa.Client(cctx, ws, peer.CapMULPDU(s.p.QP, mulpdu), &mpa.Config{Markers: markers, Trace: tap.Observe})
+			if err != nil {
+				return err
+			}
+			s.conn = conn
+			return nil
+		}()
+		if err != nil {
+			cb.Invoke(err.Error())
+			return
+		}
+		cb.Invoke(js.Null())
+	}()
+	return result(map[string]any{"mulpdu": mulpdu}, nil)
+}
+
 func register(a []js.Value) any {
-	t, err := need().p.Register(a[0].String(), a[1].Int(), uint64(a[2].Float()), a[3].String())
+	t, err := need(a, 4).p.Register(a[0].String(), a[1].Int(), uint64(a[2].Float()), a[3].String())
 	return result(map[string]any{"stag": t}, err)
 }
 
 func postRecv(a []js.Value) any {
-	t, msn, err := need().p.PostRecv(a[0].Int())
+	t, msn, err := need(a, 1).p.PostRecv(a[0].Int())
 	return result(map[string]any{"stag": t, "msn": msn}, err)
 }
 
 func write(a []js.Value) any {
-	id, err := need().p.Write(bytesOf(a[0]), stag(a, 1), uint64(a[2].Float()))
+	id, err := need(a, 3).p.Write(bytesOf(a[0]), stag(a, 1), uint64(a[2].Float()))
 	return result(map[string]any{"wrid": id}, err)
 }
 
 func read(a []js.Value) any {
-	id, err := need().p.Read(a[0].Int(), stag(a, 1), uint64(a[2].Float()), stag(a, 3), uint64(a[4].Float()))
+	id, err := need(a, 5).p.Read(a[0].Int(), stag(a, 1), uint64(a[2].Float()), stag(a, 3), uint64(a[4].Float()))
 	return result(map[string]any{"wrid": id}, err)
 }
 
 func send(a []js.Value) any {
-	id, err := need().p.Send(bytesOf(a[0]), a[1].Truthy(), stag(a, 2))
+	id, err := need(a, 3).p.Send(bytesOf(a[0]), a[1].Truthy(), stag(a, 2))
 	return result(map[string]any{"wrid": id}, err)
 }
 
@@ -200,30 +306,37 @@ type drained struct {
 	Events  []peer.Event  `json:"events"`
 	Dropped int           `json:"dropped"`
 	Regions []peer.Region `json:"regions,omitempty"`
-	State   string        `json:"state"`
+	States  []string      `json:"states"`
 	Error   string        `json:"error,omitempty"`
 }
 
 // drain returns the events since the last call as JSON (one string
-// crosses into JavaScript rather than an object per event), with the
-// regions when they changed.
+// crosses into JavaScript rather than an object per event), with every
+// queue pair's regions when any changed.
 func drain([]js.Value) any {
-	s := cur
-	if s == nil {
-		return `{"events":[],"dropped":0,"state":"none"}`
-	}
-	var d drained
-	var changed bool
-	d.Events, d.Dropped, changed = s.p.Drain()
-	if d.Events == nil {
-		d.Events = []peer.Event{}
+	d := drained{Events: []peer.Event{}, States: []string{}}
+	changed := false
+	for _, s := range sessions {
+		if s == nil {
+			d.States = append(d.States, "none")
+			continue
+		}
+		ev, dropped, ch := s.p.Drain()
+		d.Events = append(d.Events, ev...)
+		d.Dropped += dropped
+		changed = changed || ch
+		d.States = append(d.States, s.p.QP.State().String())
+		if err := s.p.QP.Err(); err != nil && d.Error == "" {
+			d.Error = err.Error()
+		}
 	}
 	if changed {
-		d.Regions = s.p.Regions()
-	}
-	d.State = s.p.QP.State().String()
-	if err := s.p.QP.Err(); err != nil {
-		d.Error = err.Error()
+		d.Regions = []peer.Region{}
+		for _, s := range sessions {
+			if s != nil {
+				d.Regions = append(d.Regions, s.p.Regions()...)
+			}
+		}
 	}
 	b, err := json.Marshal(d)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,6 +63,56 @@ func TestEmbeddedPage(t *testing.T) {
 			if bytes.Contains(b, []byte("src=\""+ext)) || bytes.Contains(b, []byte("href=\""+ext)) {
 				t.Errorf("%s loads something from %s", name, ext)
 			}
+		}
+	}
+}
+
+// TestWasmUpToDate checks that the committed browser peer was built from
+// the sources as they are: its stamp matches theirs. When it fails, run
+// "go generate ./web" and commit static/iwarp.wasm.gz, static/wasm_exec.js
+// and iwarp.wasm.stamp.
+func TestWasmUpToDate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want, err := SourceStamp(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(StampName)
+	if err != nil {
+		t.Fatalf("%v: run go generate ./web", err)
+	}
+	if strings.TrimSpace(string(got)) != want {
+		t.Errorf("static/%s was built from other sources than these (stamp %q, sources %q): run go generate ./web and commit static/%s, static/%s and %s",
+			WasmGzName, strings.TrimSpace(string(got)), want, WasmGzName, WasmExecName, StampName)
+	}
+	a, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a[WasmGzName]) == 0 || len(a[WasmExecName]) == 0 {
+		t.Errorf("the browser peer is not embedded")
+	}
+}
+
+// The build overlay takes TLS out of the browser peer's mpa, and only
+// that: the rewritten files still compile (TestBuildWasm builds them).
+func TestTLSOverlay(t *testing.T) {
+	for _, f := range []string{"../mpa/dial.go", "../mpa/listen.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(src, []byte("tls.Client(")) && !bytes.Contains(src, []byte("tls.Server(")) {
+			t.Logf("%s starts no TLS any more: the overlay is not needed for it", f)
+			continue
+		}
+		out, ok, err := stripTLS(f, src)
+		if err != nil || !ok {
+			t.Fatalf("%s: %v %v", f, ok, err)
+		}
+		if bytes.Contains(out, []byte("tls.Client(")) || bytes.Contains(out, []byte("tls.Server(")) || !bytes.Contains(out, []byte("errTLSNotInBrowser")) {
+			t.Errorf("%s rewritten:\n%s", f, out)
 		}
 	}
 }

@@ -41,6 +41,7 @@ type link interface {
 // goPeer is the demo's Go end of a stream with one page: one rdmap queue
 // pair per DDP stream (peer.Peer), on a transport.
 type goPeer struct {
+	id     int // numbers the tab's Go peers: the page ignores a replaced one's last events
 	t      *tab
 	kind   string // "webrtc" or "mpa"
 	peers  []*peer.Peer
@@ -56,7 +57,11 @@ type goPeer struct {
 
 func newGoPeer(t *tab, kind string, streams int) (*goPeer, error) {
 	ctx, cancel := context.WithCancel(t.ctx)
-	g := &goPeer{t: t, kind: kind, ctx: ctx, cancel: cancel}
+	t.s.mu.Lock()
+	t.s.nextPeer++
+	id := t.s.nextPeer
+	t.s.mu.Unlock()
+	g := &goPeer{id: id, t: t, kind: kind, ctx: ctx, cancel: cancel}
 	for i := range streams {
 		p, err := peer.New()
 		if err != nil {
@@ -123,7 +128,7 @@ func (g *goPeer) regions() []peer.Region {
 func (g *goPeer) pump() {
 	t := time.NewTicker(goFlushGap)
 	defer t.Stop()
-	_ = g.t.send(Message{Type: "go-state", Regions: g.regions(), Transport: g.kind})
+	_ = g.t.send(Message{Type: "go-state", ID: g.id, Regions: g.regions(), Transport: g.kind})
 	var lastStats NetStats
 	var lastAt time.Time
 	for {
@@ -132,7 +137,7 @@ func (g *goPeer) pump() {
 			return
 		case <-t.C:
 		}
-		m := Message{Type: "go-events"}
+		m := Message{Type: "go-events", ID: g.id}
 		changed := false
 		for _, p := range g.peers {
 			ev, dropped, ch := p.Drain()

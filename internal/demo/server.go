@@ -92,17 +92,18 @@ func (c *Config) defaults() {
 type Server struct {
 	cfg Config
 
-	mu      sync.Mutex // guards the fields below
-	host    net.IP     // the served address's IP
-	port    string
-	nextID  int
-	tabs    map[int]*tab
-	codes   map[string]*invite // pairing and observing codes
-	tickets map[string]*ticket // MPA connections the page asked for
-	conns   map[net.Conn]*connInfo
-	wg      sync.WaitGroup // one per signaling or MPA connection
-	failed  int            // wrong codes in the current minute, all tabs
-	failAt  time.Time
+	mu       sync.Mutex // guards the fields below
+	host     net.IP     // the served address's IP
+	port     string
+	nextID   int
+	nextPeer int
+	tabs     map[int]*tab
+	codes    map[string]*invite // pairing and observing codes
+	tickets  map[string]*ticket // MPA connections the page asked for
+	conns    map[net.Conn]*connInfo
+	wg       sync.WaitGroup // one per signaling or MPA connection
+	failed   int            // wrong codes in the current minute, all tabs
+	failAt   time.Time
 }
 
 type connInfo struct {
