@@ -59,15 +59,19 @@ func AppendVersion(b []byte, v string) []byte {
 }
 
 // ParseVersion decodes a version Send: the characters before the first
-// NUL (perftest reads it with atof). It must be a number such as "6.06".
+// NUL, which must come within the 16 octets (perftest reads the field
+// with atof). It must be a number such as "6.06".
 func ParseVersion(b []byte) (string, float64, error) {
 	if len(b) < VersionLen {
 		return "", 0, fmt.Errorf("%w: version: %d octets, want %d", ErrShort, len(b), VersionLen)
 	}
 	s := b[:VersionLen]
-	if i := bytes.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
+	i := bytes.IndexByte(s, 0)
+	if i < 0 {
+		// strncpy left no NUL: perftest's atof would read past the field.
+		return "", 0, fmt.Errorf("%w: version %q has no terminating NUL", ErrMalformed, s)
 	}
+	s = s[:i]
 	v, err := strconv.ParseFloat(string(s), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return "", 0, fmt.Errorf("%w: version %q is not a number", ErrMalformed, s)
