@@ -177,6 +177,13 @@ type Config struct {
 	Pattern bool
 }
 
+// Check reports whether c is valid, as Dial and Serve check it: a test,
+// parameters in perftest's ranges, and a memory need within the budget.
+func (c Config) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults returns c with the zero fields set and checks it.
 func (c Config) withDefaults() (Config, error) {
 	if _, ok := testNames[c.Test]; !ok {
@@ -265,7 +272,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.FirstFPDUDelay = DefaultFirstFPDUDelay
 	}
 	if err := checkGeometry(c.CycleBuffer, c.CacheLine); err != nil {
-		return c, err
+		return c, fmt.Errorf("perftest: %v", err)
+	}
+	// What this end's own parameters need, whatever the peer says.
+	if need := c.need(c.CycleBuffer, false); need > c.MemoryBudget {
+		return c, fmt.Errorf("%w: %s with %d-octet messages and an rx depth of %d needs %d octets, the budget is %d",
+			ErrBudget, c.Test, c.Size, c.RxDepth, need, c.MemoryBudget)
 	}
 	return c, nil
 }

@@ -256,3 +256,86 @@ func TestPerftestLoopbackCapture(t *testing.T) {
 		})
 	}
 }
+
+// TestPerftestServerLimits: the server holds what the peer asks for to
+// its memory budget, refusing (by closing the control connection) a cycle
+// buffer that would exceed it, and refuses at once a configuration of its
+// own that would.
+func TestPerftestServerLimits(t *testing.T) {
+	cfg := Config{Test: WriteBW, Size: 4096, Iters: 10, MemoryBudget: 1 << 20}
+	ccfg := Config{Test: WriteBW, Size: 4096, Iters: 10, CycleBuffer: 2 << 20}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Serve(ctx, l, cfg)
+		done <- err
+	}()
+	ccfg.FirstFPDUDelay = -1
+	res, cerr := Dial(ctx, l.Addr().String(), ccfg)
+	serr := <-done
+	if !errors.Is(serr, ErrBudget) || !strings.Contains(serr.Error(), "the peer's 2097152") {
+		t.Errorf("server: %v, want ErrBudget naming the peer's cycle buffer", serr)
+	}
+	if cerr == nil || !strings.Contains(cerr.Error(), "closed the control connection") {
+		t.Errorf("client: %v, want the control connection closed", cerr)
+	}
+	if res == nil || res.PeerCycleBuffer != DefaultCycleBuffer {
+		t.Errorf("client's result %+v", res)
+	}
+	t.Logf("server: %v\nclient: %v", serr, cerr)
+
+	// What the server's own parameters need is checked before any
+	// connection: 512 receive buffers of 1 MiB.
+	big := Config{Test: SendBW, Size: 1 << 20, Iters: 1000}
+	if err := big.Check(); !errors.Is(err, ErrBudget) {
+		t.Errorf("Check(%+v) = %v, want ErrBudget", big, err)
+	}
+	if _, err := Serve(ctx, l, big); !errors.Is(err, ErrBudget) {
+		t.Errorf("Serve = %v, want ErrBudget", err)
+	}
+	for _, bad := range []Config{{Test: WriteBW, Size: MaxSize + 1}, {Test: SendBW, Iters: 4}, {Test: ReadBW, OutReads: -1}, {Test: WriteBW, CycleBuffer: 3000}, {}} {
+		if err := bad.Check(); err == nil {
+			t.Errorf("Check(%+v) accepted it", bad)
+		}
+	}
+}
+
+// TestPerftestMismatch: ends that run different tests stop, each with an
+// error, within their step timeouts, instead of hanging.
+func TestPerftestMismatch(t *testing.T) {
+	for _, p := range [][2]Test{{WriteBW, SendBW}, {SendLat, ReadLat}, {ReadBW, WriteBW}} {
+		t.Run(fmt.Sprint(p[0], "-vs-", p[1]), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			lim := Config{Size: 64, Iters: 20, StepTimeout: 2 * time.Second, RunTimeout: 3 * time.Second, FirstFPDUDelay: -1}
+			scfg, ccfg := lim, lim
+			scfg.Test, ccfg.Test = p[1], p[0]
+			done := make(chan error, 1)
+			go func() {
+				_, err := Serve(ctx, l, scfg)
+				done <- err
+			}()
+			start := time.Now()
+			_, cerr := Dial(ctx, l.Addr().String(), ccfg)
+			serr := <-done
+			if cerr == nil && serr == nil {
+				t.Fatalf("client %v and server %v agreed", p[0], p[1])
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Errorf("took %v", time.Since(start))
+			}
+			t.Logf("client: %v\nserver: %v", cerr, serr)
+		})
+	}
+}

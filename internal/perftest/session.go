@@ -181,20 +181,33 @@ func (s *session) preamble(ctx context.Context) error {
 // memory than Config.MemoryBudget allows.
 var ErrBudget = errors.New("perftest: the session needs more memory than the budget allows")
 
-// budget returns the memory the test needs here and checks it.
+// need is the memory a test registers at one end with a cycle buffer of
+// cycle octets: the region the peer reaches (or a client's buffer), the
+// source of ib_write_lat's Writes, and a buffer per receive where Sends
+// arrive.
+func (c Config) need(cycle int, client bool) int64 {
+	region := int64(regionLen(c.Size, cycle))
+	n := region
+	if c.Test == WriteLat {
+		n += region
+	}
+	if c.Test == SendBW && !client || c.Test == SendLat {
+		n += int64(c.RxDepth) * int64(c.Size)
+	}
+	return n
+}
+
+// budget checks the memory the test needs here with the cycle buffer in
+// use, the larger of this end's and the peer's.
 func (s *session) budget() error {
 	c := s.cfg
-	region := int64(regionLen(c.Size, s.cycle))
-	need := region // the region the peer reaches, or a client's buffer
-	if c.Test == WriteLat {
-		need += region // the source of this end's Writes
-	}
-	if c.Test == SendBW && !s.client || c.Test == SendLat {
-		need += int64(c.RxDepth) * int64(c.Size) // a buffer per receive
-	}
-	if need > c.MemoryBudget {
-		return fmt.Errorf("%w: %s with %d-octet messages, a cycle buffer of %d octets (this end's %d, the peer's %d) and an rx depth of %d needs %d octets, the budget is %d",
-			ErrBudget, c.Test, c.Size, s.cycle, c.CycleBuffer, s.res.PeerCycleBuffer, c.RxDepth, need, c.MemoryBudget)
+	if need := c.need(s.cycle, s.client); need > c.MemoryBudget {
+		rx := ""
+		if c.Test == SendBW || c.Test == SendLat {
+			rx = fmt.Sprintf(", an rx depth of %d", c.RxDepth)
+		}
+		return fmt.Errorf("%w: %s with %d-octet messages%s and a cycle buffer of %d octets (this end's %d, the peer's %d) needs %d octets, the budget is %d",
+			ErrBudget, c.Test, c.Size, rx, s.cycle, c.CycleBuffer, s.res.PeerCycleBuffer, need, c.MemoryBudget)
 	}
 	return nil
 }
