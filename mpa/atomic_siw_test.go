@@ -19,11 +19,13 @@ import (
 // none of them (it advertises no atomics, and refuses every opcode past
 // Terminate: siw_get_hdr's "received unknown packet type"), in a QEMU
 // guest: stock "rping -s" is the responder. siw answers an Atomic Request
-// with a Terminate (Unexpected OpCode, without the Terminated DDP Header,
-// its Layer and Error Type nibbles swapped as its bitfields send them on
-// x86); the atomic work request completes with REM_OP_ERR and the stream
-// stops. Immediate Data fares the same, except that it had completed
-// already, as a Send does when the LLP took it.
+// with a Terminate (it means Unexpected OpCode, without the Terminated
+// DDP Header, but its Layer and Error Type nibbles go out swapped as its
+// bitfields lay them out on x86, so that RFC 5040 §4.8 reads MPA's
+// Insufficient IRD); the atomic work request completes with an error
+// (flushed, with siw's Terminate as the reason) and the stream stops: the
+// request fails cleanly. Immediate Data fares the same, except that it
+// had completed already, as a Send does when the LLP took it.
 func TestAtomicSiw(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the Linux guest is slow; skipped in -short mode")
@@ -102,17 +104,20 @@ func TestAtomicSiw(t *testing.T) {
 			if th.Layer != term.LayerLLP || th.EType != 0 || th.Code != 0x06 || th.M || th.D || th.R {
 				t.Fatalf("siw's Terminate %v", th)
 			}
+			// Decoded by the RFC, whoever sent it.
+			if !errors.Is(a.QP.Err(), term.MPAInsufficientIRD) {
+				t.Fatalf("the stream stopped with %v", a.QP.Err())
+			}
 			switch tc.want {
 			case rdmap.WorkFetchAdd:
-				if comp.Status != rdmap.StatusRemOpErr || !errors.Is(comp.Err, term.RDMAPUnexpectedOpcode) || !errors.Is(a.QP.Err(), term.RDMAPUnexpectedOpcode) {
+				if comp.Status == rdmap.StatusSuccess || !errors.Is(comp.Err, term.MPAInsufficientIRD) {
 					t.Fatalf("the atomic completed %v: %v", comp.Status, comp.Err)
 				}
 			default:
 				// Immediate Data completed when the LLP took it (RFC 7306
-				// §6.4, as a Send); no Atomic is outstanding to tell siw's
-				// Terminate by, so it reads as the RFC says.
-				if comp.Status != rdmap.StatusSuccess || !errors.Is(a.QP.Err(), term.MPAInsufficientIRD) {
-					t.Fatalf("Immediate Data completed %v; the stream stopped with %v", comp.Status, a.QP.Err())
+				// §6.4, as a Send).
+				if comp.Status != rdmap.StatusSuccess {
+					t.Fatalf("Immediate Data completed %v", comp.Status)
 				}
 			}
 			out, _ := srv.Wait(ctx)

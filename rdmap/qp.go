@@ -467,9 +467,10 @@ func (qp *QueuePair) postImmediate(wr SendWR) error {
 // the Responder to be modified by that specific Atomic Operation until
 // the Atomic Operation Response Message has been Delivered to RDMAP at the
 // Requester" (§5.4 rule 1). At most AtomicORD are outstanding; later ones
-// wait in the send queue. A peer without atomics (Linux siw) answers with
-// a Terminate: the work request then completes with REM_OP_ERR and the
-// stream stops.
+// wait in the send queue. A peer without atomics answers with a
+// Terminate: the work request then completes with an error (REM_OP_ERR
+// for Unexpected OpCode; Linux siw's Terminate, its nibbles swapped, reads
+// as another triple and flushes it) and the stream stops.
 func (qp *QueuePair) PostAtomic(wr AtomicWR) error {
 	if qp.cfg.NoAtomics {
 		return fmt.Errorf("%w: Atomic Operations (QPConfig.NoAtomics)", ErrNotSupported)

@@ -417,11 +417,11 @@ func (qp *QueuePair) deliverTerminate(d *ddp.Delivery) {
 		qp.stream.Fail(term.RDMAPOpUnspecified.With("malformed Terminate: %v", err))
 		return
 	}
+	// Decoded as RFC 5040 §4.8 lays it out, whoever sent it (Linux siw's
+	// Terminates arrive with the Layer and Error Type nibbles swapped;
+	// `iwarp dump` points that out).
 	e := th.Err()
 	qp.mu.Lock()
-	if len(qp.atomics) > 0 && siwUnexpectedOpcode(&th) {
-		e = term.RDMAPUnexpectedOpcode.AsRemote().With("Linux siw's Terminate, its Layer and Error Type nibbles swapped (it reads as %v/%d/%#02x): siw implements no RFC 7306", th.Layer, th.EType, th.Code)
-	}
 	if qp.obs != nil {
 		qp.obs.Observe(trace.Event{Kind: trace.Terminate, Stream: qp.cfg.StreamID, Err: e})
 	}
@@ -464,26 +464,13 @@ func (qp *QueuePair) refused(th *TerminateHeader, e *term.Error) *sqEntry {
 		return nil
 	}
 	if !th.D && len(qp.atomics) > 0 && errors.Is(e, term.RDMAPUnexpectedOpcode) {
-		// Linux siw answers an opcode it does not know (an Atomic Request:
-		// it implements no RFC 7306) with Unexpected OpCode and no
-		// Terminated DDP Header ("Do not report DDP hdr information if
-		// packet layout is unknown"): that is the oldest Atomic Request.
+		// A peer answers an opcode it does not know (an Atomic Request,
+		// from a peer without RFC 7306) with Unexpected OpCode and no
+		// Terminated DDP Header, its layout being unknown: that is the
+		// oldest Atomic Request.
 		return qp.atomics[0]
 	}
 	return nil
-}
-
-// siwUnexpectedOpcode reports whether t is the Terminate Linux siw sends
-// for an opcode it does not know, as it reaches the wire from a
-// little-endian machine: siw's struct iwarp_terminate declares Layer and
-// Error Type as bitfields, which go out swapped, so RDMAP's Remote
-// Operation Error / Unexpected OpCode (0x0/0x2/0x06) arrives as 0x20 0x06,
-// which reads as MPA's "Insufficient IRD resources" (0x2/0x0/0x06), and
-// it names no header. A peer sends that triple only as its first FPDU,
-// when the MPA startup leaves it short of IRD (RFC 6581 §9.1), never in
-// answer to an Atomic Request, which is when this is asked.
-func siwUnexpectedOpcode(t *TerminateHeader) bool {
-	return t.Layer == term.LayerLLP && t.EType == 0 && t.Code == 0x06 && !t.M && !t.D && !t.R
 }
 
 // Fault is the stream's first error, or the end of its LLP stream: stop
