@@ -143,6 +143,7 @@ func TestSoak(t *testing.T) {
 	ended := map[string]int{} // why the greedy peer's associations ended
 	var leftMu sync.Mutex
 	var left []*Association // the vanished peers, closed at the end
+	var holes []*blackHole
 	// The greedy peer.
 	wg.Add(1)
 	go func() {
@@ -211,6 +212,7 @@ func TestSoak(t *testing.T) {
 			vanished.Add(1)
 			leftMu.Lock()
 			left = append(left, a)
+			holes = append(holes, hole)
 			leftMu.Unlock()
 		}
 	}()
@@ -286,6 +288,10 @@ func TestSoak(t *testing.T) {
 	endedMu.Unlock()
 	for _, a := range left {
 		_ = a.Close()
+	}
+	for _, h := range holes {
+		_ = h.pc.Close()
+		<-h.done
 	}
 	if !waitFor(5*time.Second, func() bool {
 		l.peers.mu.Lock()
