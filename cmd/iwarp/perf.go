@@ -67,6 +67,11 @@ of a fifth of the iterations each; the ratio is the median of the
 rounds' ratios, which a shared machine's drifting speed disturbs far less
 than one long run of each.
 
+--perftest talks to perftest's own programs instead (ib_write_bw -R,
+ib_read_bw -R, ib_send_bw -R, ib_send_lat -R, ib_read_lat -R, and the
+client of ib_write_lat -R), on perftest's port 18515:
+iwarp perf --perftest -h says how.
+
 Defaults follow perftest: --size 65536 for bandwidth and 2 for latency;
 --iters 5000 for Write bandwidth, 1000 otherwise. --all runs sizes 2, 4, ...
 up to 8 MiB (1 MiB for Send). On a terminal a progress indicator shows
@@ -110,6 +115,9 @@ type perfOptions struct {
 }
 
 func runPerf(args []string, stdout, stderr io.Writer) error {
+	if perftestRequested(args) {
+		return runPerftest(args, stdout, stderr)
+	}
 	var o perfOptions
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -129,6 +137,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print one JSON result")
 	fs.IntVar(&o.depth, "depth", 128, "bandwidth: operations outstanding at once")
 	fs.IntVar(&o.cqMod, "cq-mod", 100, "bandwidth: a completion for every `N` operations (at most half of those outstanding)")
+	fs.Bool("perftest", false, "speak perftest's rdma_cm protocol with ib_write_bw -R and the others (see iwarp perf --perftest -h)")
 	o.link.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

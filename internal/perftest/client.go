@@ -62,7 +62,9 @@ func (s *session) mpaConfig(conn int) *mpa.Config {
 		m = *s.cfg.MPA
 	}
 	m.ClientServer = true
-	if m.FirstFPDUDelay == 0 && s.cfg.FirstFPDUDelay > 0 {
+	if m.FirstFPDUDelay == 0 && s.cfg.FirstFPDUDelay > 0 && conn == 0 {
+		// The data connection waits in dialData instead: mpa would
+		// sleep at its first FPDU, inside the measured test.
 		m.FirstFPDUDelay = s.cfg.FirstFPDUDelay
 	}
 	if s.cfg.Trace != nil {
@@ -96,6 +98,15 @@ func (s *session) dialData(ctx context.Context, addr string) error {
 		c, err := s.dial(ctx, addr, 1, s.qp)
 		if err == nil {
 			s.connected(1, c)
+			// Linux siw's accept race (Config.FirstFPDUDelay): nothing
+			// goes on this connection before the pause is over.
+			if d := s.firstDelay(); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			return nil
 		}
 		last = err
@@ -115,4 +126,12 @@ func sameHost(a, b net.Addr) bool {
 	ta, ok1 := a.(*net.TCPAddr)
 	tb, ok2 := b.(*net.TCPAddr)
 	return ok1 && ok2 && ta.IP.Equal(tb.IP)
+}
+
+// firstDelay is the pause after a data connection's MPA Reply.
+func (s *session) firstDelay() time.Duration {
+	if s.cfg.MPA != nil && s.cfg.MPA.FirstFPDUDelay != 0 {
+		return s.cfg.MPA.FirstFPDUDelay
+	}
+	return max(s.cfg.FirstFPDUDelay, 0)
 }

@@ -1,0 +1,502 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/iwarpgo/iwarp/internal/perftest"
+	"github.com/iwarpgo/iwarp/mpa"
+)
+
+const perftestUsage = `usage: iwarp perf --perftest --listen tcp://[HOST][:PORT] --test TEST [flags]
+       iwarp perf --perftest --connect tcp://HOST[:PORT] --test TEST [flags]
+
+Speaks perftest's rdma_cm protocol (ib_write_bw -R and so on, perftest 4.5
+as Debian 12 ships it, version string 6.06), so that perftest's programs
+over Linux siw, or iWARP hardware, measure against this program and this
+program against them:
+
+	ib_write_bw -R -n 1000 -s 4096 HOST  ->  iwarp perf --perftest --listen tcp:// --test write_bw -n 1000 -s 4096
+	iwarp perf --perftest --connect tcp://HOST --test write_bw  ->  ib_write_bw -R
+
+TEST is write_bw, read_bw, send_bw, write_lat, read_lat or send_lat (or
+--op write|read|send with --lat). Like perftest's, the two ends exchange
+none of the test's parameters: give both the same test, size,
+iterations and depths. The port defaults to perftest's, 18515; both the
+control connection and the data connection go to it.
+
+The protocol, as perftest's source and captures of it show: a control
+connection, then a data connection, both MPA (revision 2, RFC 6581
+enhanced, client-server) with IRD/ORD 0/0, or the outstanding reads (-o,
+128 on siw) on the read tests' data connection. On the control
+connection each side answers each Send of the other in lock step: the
+version string (16 octets), the cycle buffer and the cache line size (C
+ints, big-endian), the MTU (2 octets), struct pingpong_dest records (56
+octets: the data buffer's rkey and vaddr matter), and for write_bw and
+read_bw the client's report (five 8-octet Sends). The data connection
+then carries RDMA Writes, RDMA Reads or Sends; ib_send_bw's receiver RDMA
+Writes credits (its count of receives) into the sender's buffer every
+rx-depth/3 Sends. docs/performance.md has the whole exchange.
+
+ib_write_lat: perftest spins on the last octet of its buffer until the
+peer's RDMA Write sets it; here the receive side watches each RDMA Write
+as it is placed (an observer on the goroutine that placed it) and reads
+that octet there, which is race-free. Only the client side is offered:
+perftest's server writes first on a connection where it is the MPA
+Responder, which RFC 5044 §7.1.2 rule 4 forbids and this stack's MPA
+enforces, so --listen refuses write_lat.
+
+The server registers nothing on the peer's word alone: the client's
+cycle buffer decides the size of the region it writes or reads, and
+with the server's own receive buffers (rx-depth × size) it must fit
+--memory (256 MiB by default); a session that would not is refused by
+closing the control connection, and the server says why. Each control
+step is bounded by 30 s, the test itself by 10 min. The server serves
+one session at a time, until interrupted (--once: one session); during
+a session it rejects connections from other hosts.
+
+Linux siw mishandles an FPDU whose PAD and CRC arrive in two TCP segments
+(it reports a CRC error): through QEMU's user network this happens now
+and then with CRCs on. siw's peers run without CRCs; --no-crc does that
+here (CRCs are used when either end asks for them).
+
+Output: perftest's header and columns (MB = 2^20 octets). The server of
+write_bw and read_bw prints the client's report, as perftest's does.
+
+Flags:
+`
+
+type perftestOptions struct {
+	listen, connect string
+	test            string
+	op              string
+	lat             bool
+	cfg             perftest.Config
+	memory          string
+	once            bool
+	json            bool
+	noCRC, markers  bool
+	pcap            string
+	firstDelay      time.Duration
+}
+
+// perftestRequested reports whether perf's arguments ask for --perftest.
+func perftestRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		switch strings.TrimLeft(a, "-") {
+		case "perftest", "perftest=true", "perftest=1":
+			return strings.HasPrefix(a, "-")
+		}
+	}
+	return false
+}
+
+func runPerftest(args []string, stdout, stderr io.Writer) error {
+	var o perftestOptions
+	fs := flag.NewFlagSet("perf --perftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, perftestUsage)
+		fs.PrintDefaults()
+	}
+	fs.Bool("perftest", true, "speak perftest's rdma_cm protocol")
+	fs.StringVar(&o.listen, "listen", "", "serve: the `URL` to listen on (tcp://[HOST][:PORT], port 18515 by default)")
+	fs.StringVar(&o.connect, "connect", "", "measure: the `URL` of a perftest server (tcp://HOST[:PORT])")
+	fs.StringVar(&o.test, "test", "", "the test: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat")
+	fs.StringVar(&o.op, "op", "", "the operation (write, read, send), instead of --test; with --lat for latency")
+	fs.BoolVar(&o.lat, "lat", false, "with --op: the latency test")
+	intVar := func(p *int, names []string, usage string) {
+		for _, n := range names {
+			fs.IntVar(p, n, 0, usage)
+		}
+	}
+	intVar(&o.cfg.Size, []string{"size", "s"}, "message size in octets (perftest -s; default 65536, 2 for latency)")
+	intVar(&o.cfg.Iters, []string{"iters", "n"}, "iterations (perftest -n; default 5000 for write_bw, else 1000)")
+	intVar(&o.cfg.TxDepth, []string{"tx-depth", "t", "depth"}, "operations outstanding (perftest -t; default 128, 1 for latency)")
+	intVar(&o.cfg.RxDepth, []string{"rx-depth", "r"}, "receive depth of the Send tests (perftest -r; default 512); the same at both ends")
+	intVar(&o.cfg.CQMod, []string{"cq-mod", "Q"}, "a completion every `N` operations (perftest -Q; default 100, 1 above 8 KiB)")
+	intVar(&o.cfg.OutReads, []string{"out-reads", "o"}, "outstanding RDMA Reads of the read tests (perftest -o; default 128)")
+	fs.StringVar(&o.memory, "memory", "256M", "server: the most memory one session may register (octets, or with K, M, G)")
+	fs.BoolVar(&o.once, "once", false, "server: serve one session and exit, as perftest's server does")
+	fs.BoolVar(&o.json, "json", false, "print each session's result as one JSON object")
+	fs.BoolVar(&o.noCRC, "no-crc", false, "ask for no MPA CRC32c (used only if both ends ask; siw's peers do)")
+	fs.BoolVar(&o.markers, "markers", false, "ask the peer for MPA Markers")
+	fs.StringVar(&o.pcap, "pcap", "", "record the sessions' connections as a pcap capture in `FILE`")
+	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", perftest.DefaultFirstFPDUDelay, "client: pause after each MPA Reply before the first FPDU (Linux siw's accept race; 0: none)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if (o.listen == "") == (o.connect == "") {
+		return usagef("give one of --listen URL (server) or --connect URL (client)")
+	}
+	test, err := o.parseTest()
+	if err != nil {
+		return err
+	}
+	o.cfg.Test = test
+	if o.cfg.MemoryBudget, err = parseSize(o.memory); err != nil {
+		return usagef("--memory: %v", err)
+	}
+	o.cfg.MPA = &mpa.Config{NoCRC: o.noCRC, Markers: o.markers}
+	o.cfg.FirstFPDUDelay = o.firstDelay
+	if o.firstDelay == 0 {
+		o.cfg.FirstFPDUDelay = -1
+	}
+	if err := o.cfg.Check(); err != nil {
+		return usagef("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.listen != "" {
+		if test == perftest.WriteLat {
+			return usagef("%v", perftest.ErrWriteLatServer)
+		}
+		if flagGiven(fs, "first-fpdu-delay") {
+			return usagef("--first-fpdu-delay is for the client")
+		}
+		addr, err := perftestAddr(o.listen, true)
+		if err != nil {
+			return err
+		}
+		return perftestServe(ctx, addr, &o, stdout, stderr)
+	}
+	if flagGiven(fs, "once") || flagGiven(fs, "memory") {
+		return usagef("--once and --memory are for the server")
+	}
+	addr, err := perftestAddr(o.connect, false)
+	if err != nil {
+		return err
+	}
+	return perftestConnect(ctx, addr, &o, stdout, stderr)
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}
+
+// parseTest takes --test, or --op with --lat.
+func (o *perftestOptions) parseTest() (perftest.Test, error) {
+	switch {
+	case o.test != "" && o.op != "":
+		return 0, usagef("give --test or --op, not both")
+	case o.test != "":
+		if o.lat {
+			return 0, usagef("--lat goes with --op; --test names the latency tests (write_lat, ...)")
+		}
+		t, err := perftest.ParseTest(o.test)
+		if err != nil {
+			return 0, usagef("%v", err)
+		}
+		return t, nil
+	case o.op != "":
+		kind := "_bw"
+		if o.lat {
+			kind = "_lat"
+		}
+		switch o.op {
+		case "write", "read", "send":
+			return perftest.ParseTest(o.op + kind)
+		}
+		return 0, usagef("--op %q: want write, read or send", o.op)
+	}
+	return 0, usagef("--test is required (write_bw, read_bw, send_bw, write_lat, read_lat or send_lat)")
+}
+
+// perftestAddr parses tcp://[HOST][:PORT] with perftest's port as the
+// default.
+func perftestAddr(s string, listening bool) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "tcp" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Opaque != "" {
+		return "", usagef("bad endpoint %q: perftest's protocol runs over MPA/TCP: tcp://HOST[:PORT]", s)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = strconv.Itoa(perftest.DefaultPort)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", usagef("bad endpoint %q: bad port", s)
+	}
+	if host == "" && !listening {
+		return "", usagef("bad endpoint %q: missing host", s)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parseSize parses octets with an optional K, M or G (powers of 2^10).
+func parseSize(s string) (int64, error) {
+	m := int64(1)
+	t := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B")
+	switch {
+	case strings.HasSuffix(t, "K"):
+		m, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		m, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		m, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/m {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return n * m, nil
+}
+
+// perftestConnect runs one session as perftest's client.
+func perftestConnect(ctx context.Context, addr string, o *perftestOptions, stdout, stderr io.Writer) error {
+	cfg := o.cfg
+	var rec *recorder
+	if o.pcap != "" {
+		var err error
+		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
+			return err
+		}
+		traces := &connTraces{rec: rec, m: map[int]*tcpRecording{}}
+		cfg.Trace, cfg.OnConnect = traces.trace, traces.connected
+		defer traces.close()
+	}
+	res, err := perftest.Dial(ctx, addr, cfg)
+	if cerr := rec.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return printPerftest(stdout, res, "tcp://"+addr, o.json)
+}
+
+// perftestServe serves sessions until ctx ends (one with --once).
+func perftestServe(ctx context.Context, addr string, o *perftestOptions, stdout, stderr io.Writer) error {
+	var rec *recorder
+	inner := addr
+	var relay net.Listener
+	if o.pcap != "" {
+		// mpa's listener traces its connections through one function:
+		// each connection goes through a loopback relay that records it.
+		var err error
+		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
+			return err
+		}
+		if relay, err = net.Listen("tcp", addr); err != nil {
+			rec.Close()
+			return err
+		}
+		inner = "127.0.0.1:0"
+	}
+	l, err := mpa.Listen("tcp", inner, &mpa.Config{NoCRC: o.noCRC, Markers: o.markers})
+	if err != nil {
+		if relay != nil {
+			relay.Close()
+			rec.Close()
+		}
+		return err
+	}
+	shown := l.Addr()
+	var wg sync.WaitGroup
+	rctx, cancel := context.WithCancel(ctx)
+	if relay != nil {
+		shown = relay.Addr()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runRelay(rctx, relay, l.Addr().String(), rec, &sync.Map{})
+		}()
+	}
+	defer func() {
+		cancel()
+		l.Close()
+		if relay != nil {
+			relay.Close()
+		}
+		wg.Wait()
+		rec.Close()
+	}()
+	if !o.json {
+		fmt.Fprintf(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		fmt.Fprintf(stdout, " %s server (perftest -R protocol) on tcp://%s\n", o.cfg.Test, shown)
+	}
+	for {
+		res, err := perftest.Serve(ctx, l, o.cfg)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if res == nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "iwarp: session with %s: %v\n", res.ControlPeer, err)
+		} else if err := printPerftest(stdout, res, "tcp://"+shown.String(), o.json); err != nil {
+			return err
+		}
+		if o.once {
+			return err
+		}
+	}
+}
+
+// connTraces records a client's connections: perftest.Config.Trace and
+// OnConnect.
+type connTraces struct {
+	rec *recorder
+	mu  sync.Mutex
+	m   map[int]*tcpRecording
+	all []*tcpRecording
+}
+
+func (c *connTraces) trace(conn int) func(bool, []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.m[conn]; old != nil {
+		old.discard() // a data connection tried again
+	}
+	tr := c.rec.tcpConn()
+	c.m[conn] = tr
+	c.all = append(c.all, tr)
+	return tr.write
+}
+
+func (c *connTraces) connected(conn int, mc *mpa.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tr := c.m[conn]; tr != nil {
+		tr.bind(mc.LocalAddr(), mc.RemoteAddr())
+		c.m[conn] = nil
+	}
+}
+
+func (c *connTraces) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tr := range c.all {
+		tr.close()
+	}
+}
+
+var perftestTitles = map[perftest.Test]string{
+	perftest.WriteBW: "RDMA_Write BW Test", perftest.ReadBW: "RDMA_Read BW Test", perftest.SendBW: "Send BW Test",
+	perftest.WriteLat: "RDMA_Write Latency Test", perftest.ReadLat: "RDMA_Read Latency Test", perftest.SendLat: "Send Latency Test",
+}
+
+// perftestJSON is --json's object.
+type perftestJSON struct {
+	Test        string     `json:"test"`
+	Role        string     `json:"role"`
+	URL         string     `json:"url"`
+	Peer        string     `json:"peer"`
+	PeerVersion string     `json:"peer_version"`
+	CRC         bool       `json:"crc"`
+	DataIRD     int        `json:"data_ird"`
+	DataORD     int        `json:"data_ord"`
+	CycleBuffer int        `json:"cycle_buffer"`
+	Result      *perfStats `json:"result,omitempty"`
+	// ReportFrom says whose figures Result holds: "local", or "peer" for
+	// the server of write_bw and read_bw, which has the client's report.
+	ReportFrom string         `json:"report_from,omitempty"`
+	Moved      perftest.Moved `json:"moved"`
+	Seconds    float64        `json:"seconds"`
+}
+
+// printPerftest prints a session in perftest's format, or as JSON.
+func printPerftest(w io.Writer, r *perftest.Result, url string, asJSON bool) error {
+	role, from := "client", "local"
+	if !r.Client {
+		role = "server"
+		if r.Test == perftest.WriteBW || r.Test == perftest.ReadBW {
+			from = "peer"
+		}
+	}
+	var st *perfStats
+	switch {
+	case r.BW != nil:
+		st = &perfStats{Bytes: r.Size, Iterations: r.Iters, BWPeak: r.BW.BWPeak, BWAvg: r.BW.BWAvg, MsgRate: r.BW.MsgRate}
+		if r.BW.BWAvg > 0 {
+			st.Seconds = float64(r.Size) * float64(r.Iters) / (r.BW.BWAvg * (1 << 20))
+		}
+	case r.Lat != nil:
+		l := r.Lat
+		st = &perfStats{Bytes: r.Size, Iterations: r.Iters,
+			Lat: &latStats{Min: l.Min, Max: l.Max, Typical: l.Typical, Avg: l.Avg, Stdev: l.Stdev, P99: l.P99, P999: l.P999}}
+	}
+	if asJSON {
+		j := perftestJSON{Test: r.Test.String(), Role: role, URL: url, Peer: r.ControlPeer, PeerVersion: r.PeerVersion,
+			CRC: r.Data.CRC, DataIRD: r.DataIRD, DataORD: r.DataORD, CycleBuffer: r.CycleBuffer, Result: st, Moved: r.Moved,
+			Seconds: r.Duration.Seconds()}
+		if st != nil {
+			j.ReportFrom = from
+		}
+		b, err := json.Marshal(j)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	line := strings.Repeat("-", 87)
+	fmt.Fprintln(w, line)
+	fmt.Fprintf(w, "                    %s (perftest -R protocol, iwarp %s)\n", perftestTitles[r.Test], role)
+	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IW (MPA revision %d over TCP)\n", r.Data.Revision)
+	fmt.Fprintf(w, " Connection type : RC\t\tMPA CRC        : %v\n", onOff(r.Data.CRC))
+	fmt.Fprintf(w, " Peer            : %s (perftest %s)\n", r.ControlPeer, r.PeerVersion)
+	if r.Test == perftest.ReadBW || r.Test == perftest.ReadLat {
+		fmt.Fprintf(w, " Outstand reads  : IRD %d, ORD %d\n", r.DataIRD, r.DataORD)
+	}
+	fmt.Fprintf(w, " Cycle buffer    : %d[B] (peer's %d), cache line %d[B]\n", r.CycleBuffer, r.PeerCycleBuffer, r.CacheLine)
+	fmt.Fprintf(w, " Mtu             : %d[B] (peer's)\n", perftest.MTUBytes(r.PeerMTU))
+	fmt.Fprintf(w, " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")
+	fmt.Fprintln(w, line)
+	dest := func(side string, d perftest.Dest) {
+		fmt.Fprintf(w, " %s address: LID %#04x QPN %#06x PSN %#06x", side, d.LID, d.QPN, d.PSN)
+		if r.Test == perftest.ReadBW || r.Test == perftest.ReadLat {
+			fmt.Fprintf(w, " OUT %#04x", d.OutReads)
+		}
+		fmt.Fprintf(w, " RKey %#08x VAddr %#016x\n", d.RKey, d.VAddr)
+	}
+	dest("local", r.Local)
+	dest("remote", r.Peer)
+	fmt.Fprintln(w, line)
+	run := &perfRun{}
+	if st != nil && st.Lat != nil {
+		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+		run.printLine(w, st)
+	} else if st != nil {
+		fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+		run.printLine(w, st)
+		if from == "peer" {
+			fmt.Fprintln(w, " (the client's report)")
+		}
+	} else {
+		fmt.Fprintf(w, " %d RDMA Reads of %d octets answered\n", r.Moved.ReadsServed, r.Size)
+	}
+	fmt.Fprintln(w, line)
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
+}
