@@ -86,6 +86,6 @@ func (s *Stream) SetWindow(n int) error {
 		}
 	}
 	s.window = uint32(n)
-	s.slots = make([]slot, n)
+	s.slots = make([]slot, initialSlots(n))
 	return nil
 }

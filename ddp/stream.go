@@ -161,7 +161,7 @@ type Stream struct {
 	stopped atomic.Bool
 	done    chan struct{} // closed when the stream stops
 
-	slots    []slot
+	slots    []slot   // a ring of a power-of-two length, grown up to the window as segments get ahead
 	next     uint32   // sequence number of the next segment to deliver
 	msgLen   uint64   // payload delivered so far of the current tagged message
 	current  Header   // header of the segment being received
@@ -179,7 +179,7 @@ func NewStream(cfg Config) (*Stream, error) {
 	s := &Stream{
 		ulp: cfg.ULP, obs: cfg.Observer, id: cfg.ID, window: uint32(cfg.Window),
 		queues: make([]queue, cfg.Queues),
-		slots:  make([]slot, cfg.Window),
+		slots:  make([]slot, initialSlots(cfg.Window)),
 		done:   make(chan struct{}),
 	}
 	for i := range s.queues {
@@ -278,7 +278,10 @@ func (s *Stream) Receive(seq uint32, seg []byte) error {
 		return terr
 	}
 	t.write(seg[hl:])
-	sl := &s.slots[seq%s.window]
+	if d := seq - s.next; d >= uint32(len(s.slots)) {
+		s.grow(d + 1)
+	}
+	sl := &s.slots[seq&uint32(len(s.slots)-1)]
 	sl.placed, sl.h, sl.n = true, s.current, uint32(n)
 	if s.obs != nil {
 		s.obs.Observe(segmentEvent(trace.SegmentPlaced, s.id, seq, &s.current, uint32(n)))
@@ -399,11 +402,37 @@ func (s *Stream) checkUntagged(h *Header, n int) (target, *term.Error) {
 	return target{sgl: q.bufs[i].SGL, off: int(h.MO)}, nil
 }
 
+// initialSlots is the ring a stream starts with: enough for an ordered LLP
+// and for a few segments in flight; an unordered LLP's stream grows it as
+// segments arrive ahead, so that an idle session costs little whatever its
+// window.
+func initialSlots(window int) int { return min(nextPow2(window), 16) }
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// grow makes the ring hold at least n slots from s.next on, keeping each
+// slot's place relative to its sequence number.
+func (s *Stream) grow(n uint32) {
+	old := s.slots
+	ring := make([]slot, nextPow2(int(n)))
+	for i := uint32(0); i < uint32(len(old)); i++ {
+		seq := s.next + i
+		ring[seq&uint32(len(ring)-1)] = old[seq&uint32(len(old)-1)]
+	}
+	s.slots = ring
+}
+
 // deliver hands over, in order, every message whose segments and all
 // earlier ones are placed (RFC 5041 §5.4).
 func (s *Stream) deliver() {
 	for !s.isStopped() {
-		sl := &s.slots[s.next%s.window]
+		sl := &s.slots[s.next&uint32(len(s.slots)-1)]
 		if !sl.placed {
 			return
 		}

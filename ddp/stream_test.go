@@ -366,3 +366,44 @@ func BenchmarkPlaceTagged(b *testing.B) {
 		})
 	}
 }
+
+// A stream with a large window starts with a small ring of slots and grows
+// it only as segments arrive far ahead: an idle stream costs little, and
+// placement and delivery still follow the sequence numbers across the
+// growth, however far a segment overtook the others.
+func TestWindowGrowsOnDemand(t *testing.T) {
+	ts := newTestStream(t, 1<<15)
+	if len(ts.slots) > 16 {
+		t.Fatalf("a stream starts with %d slots", len(ts.slots))
+	}
+	// 3000 tagged single-octet Writes, the last first, then some from the
+	// middle, then the rest in order: each lands at its own offset.
+	const n = 3000
+	order := []uint32{n - 1, 1500, 700, 2999 - 1, 16, 17}
+	seen := map[uint32]bool{}
+	for _, q := range order {
+		seen[q] = true
+	}
+	for q := uint32(0); q < n; q++ {
+		if !seen[q] {
+			order = append(order, q)
+		}
+	}
+	for i, q := range order {
+		b := []byte{byte(q)}
+		if err := ts.Receive(q, seg(tagged(0x100, 0x10000+uint64(q), true), b)); err != nil {
+			t.Fatalf("segment %d (seq %d): %v", i, q, err)
+		}
+	}
+	if len(ts.ulp.deliv) != n || ts.Next() != n {
+		t.Fatalf("%d delivered, next %d", len(ts.ulp.deliv), ts.Next())
+	}
+	for q := 0; q < n; q++ {
+		if ts.region.mem[q] != byte(q) {
+			t.Fatalf("octet %d is %d", q, ts.region.mem[q])
+		}
+	}
+	if len(ts.slots) < n || len(ts.slots) > 2*4096 {
+		t.Fatalf("%d slots after a segment 2999 ahead", len(ts.slots))
+	}
+}
