@@ -124,7 +124,7 @@ func TestPerftestInterop(t *testing.T) {
 			// Without CRCs, as siw's own peers run: siw's receiver
 			// mishandles an FPDU trailer (PAD and CRC) that arrives in two
 			// TCP segments, which happens now and then on QEMU's forwarded
-			// connections to the guest (TestSiwSplitTrailer); with CRCs on
+			// connections to the guest (TestPerftestSiwSplitTrailer); with CRCs on
 			// siw then reports a CRC error. The other direction runs with
 			// CRCs.
 			ccfg.MPA = &mpa.Config{NoCRC: true}
@@ -286,7 +286,7 @@ func keepOnFailure(t *testing.T, cap *capture, name string) {
 	t.Logf("the session's capture: %s", file)
 }
 
-// TestSiwSplitTrailer shows the Linux siw behaviour that makes the Go
+// TestPerftestSiwSplitTrailer shows the Linux siw behaviour that makes the Go
 // client's interop sessions run without CRCs: siw's receiver
 // (siw_get_trailer in siw_qp_rx.c of Debian's 6.1 kernel) copies an FPDU's
 // PAD and CRC into place from the start each time a TCP segment brings
@@ -298,7 +298,7 @@ func keepOnFailure(t *testing.T, cap *capture, name string) {
 // is taken with CRCs too. QEMU's forwarding to the guest splits FPDUs so
 // now and then by itself: the first padded FPDU of perftest's exchange
 // (check_mtu's 2-octet Send) failed this way in several runs.
-func TestSiwSplitTrailer(t *testing.T) {
+func TestPerftestSiwSplitTrailer(t *testing.T) {
 	g := linuxguest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

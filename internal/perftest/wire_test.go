@@ -44,11 +44,11 @@ func controlMessages(t *testing.T, name string) [][]byte {
 	return out
 }
 
-// TestGoldenControl decodes each captured control connection: the
+// TestPerftestGoldenControl decodes each captured control connection: the
 // messages have the lengths of each test's script, both ways, and the
 // first four are the version, check_sys_data and check_mtu, octet for
 // octet what this package sends.
-func TestGoldenControl(t *testing.T) {
+func TestPerftestGoldenControl(t *testing.T) {
 	for _, test := range Tests {
 		for _, dir := range []string{"c2s", "s2c"} {
 			name := fmt.Sprintf("%s-control-%s.bin", test, dir)
@@ -118,8 +118,8 @@ func TestGoldenControl(t *testing.T) {
 	}
 }
 
-// TestGoldenRecords checks the fields of particular captured records.
-func TestGoldenRecords(t *testing.T) {
+// TestPerftestGoldenRecords checks the fields of particular captured records.
+func TestPerftestGoldenRecords(t *testing.T) {
 	c2s := controlMessages(t, "ib_write_bw-control-c2s.bin")
 	d, err := ParseDest(c2s[6])
 	if err != nil {
@@ -218,9 +218,9 @@ func TestGoldenRecords(t *testing.T) {
 	}
 }
 
-// TestCodecs: each encoder against hand-written octets, and each decoder
+// TestPerftestCodecs: each encoder against hand-written octets, and each decoder
 // against every truncation of them.
-func TestCodecs(t *testing.T) {
+func TestPerftestCodecs(t *testing.T) {
 	h := func(s string) []byte {
 		b, err := hex.DecodeString(s)
 		if err != nil {
@@ -292,9 +292,9 @@ func TestCodecs(t *testing.T) {
 	}
 }
 
-// TestGeometry checks the address stepping against perftest's
+// TestPerftestGeometry checks the address stepping against perftest's
 // increase_rem_addr for small and large messages.
-func TestGeometry(t *testing.T) {
+func TestPerftestGeometry(t *testing.T) {
 	for _, c := range []struct {
 		size, cycle, line int
 		want              []uint64
@@ -327,7 +327,7 @@ func TestGeometry(t *testing.T) {
 	}
 }
 
-func FuzzParseVersion(f *testing.F) {
+func FuzzPerftestParseVersion(f *testing.F) {
 	f.Add(AppendVersion(nil, Version))
 	f.Add([]byte("5.70\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -341,7 +341,7 @@ func FuzzParseVersion(f *testing.F) {
 	})
 }
 
-func FuzzParseInt(f *testing.F) {
+func FuzzPerftestParseInt(f *testing.F) {
 	f.Add([]byte{0, 0, 0x10, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := ParseInt(b)
@@ -351,7 +351,7 @@ func FuzzParseInt(f *testing.F) {
 	})
 }
 
-func FuzzParseMTU(f *testing.F) {
+func FuzzPerftestParseMTU(f *testing.F) {
 	f.Add([]byte("3\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := ParseMTU(b)
@@ -361,7 +361,7 @@ func FuzzParseMTU(f *testing.F) {
 	})
 }
 
-func FuzzParseDest(f *testing.F) {
+func FuzzPerftestParseDest(f *testing.F) {
 	for _, name := range []string{"ib_write_bw-control-c2s.bin", "ib_send_bw-control-s2c.bin"} {
 		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil && len(b) > 200 {
 			f.Add(b[len(b)-DestLen-4 : len(b)-4])
@@ -380,7 +380,7 @@ func FuzzParseDest(f *testing.F) {
 	})
 }
 
-func FuzzParseBWReport(f *testing.F) {
+func FuzzPerftestParseBWReport(f *testing.F) {
 	r := BWReport{Size: 4096, Iters: 20, BWPeak: 4.69, BWAvg: 0.97, MsgRate: 0.000248}
 	fl := r.Fields()
 	f.Add(bytes.Join(fl[:], nil), uint8(8))
@@ -403,7 +403,7 @@ func FuzzParseBWReport(f *testing.F) {
 	})
 }
 
-func FuzzParseCredit(f *testing.F) {
+func FuzzPerftestParseCredit(f *testing.F) {
 	f.Add([]byte{6, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := ParseCredit(b)
