@@ -88,6 +88,9 @@ func (sa *SessionAcceptor) loop() {
 		if err != nil {
 			return
 		}
+		// The peer started this stream: it is busy until its request or
+		// session ends (pion hands out a stream once).
+		sa.a.claim(st.ID())
 		sa.mu.Lock()
 		ok := sa.reading+len(sa.queue) < sa.maxPending
 		if ok {
@@ -98,6 +101,7 @@ func (sa *SessionAcceptor) loop() {
 			// Refused without reading the Initiate: its stream is at
 			// least the (maxPending+1)th pending one.
 			sa.refuse(st, fmt.Errorf("%w (%d)", ErrTooManyPendingSessions, sa.maxPending))
+			sa.a.unclaim(st.ID())
 			continue
 		}
 		sa.wg.Add(1)
@@ -112,6 +116,12 @@ func (sa *SessionAcceptor) loop() {
 func (sa *SessionAcceptor) initiate(st *Stream) {
 	ctx, cancel := context.WithTimeout(context.Background(), sa.a.s.HandshakeTimeout)
 	defer cancel()
+	queued := false
+	defer func() {
+		if !queued {
+			sa.a.unclaim(st.ID())
+		}
+	}()
 	r, terminate, err := readInitiate(ctx, st, sa.a.s.HandshakeTimeout)
 	sa.mu.Lock()
 	sa.reading--
@@ -138,9 +148,10 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 		}
 	}
 	sa.held++
-	r.release = sa.releaseOnce(ip)
+	r.release = sa.releaseOnce(ip, st.ID())
 	r.expire = time.AfterFunc(sa.a.s.AcceptTimeout, func() { sa.expire(r) })
 	sa.queue = append(sa.queue, r)
+	queued = true
 	sa.mu.Unlock()
 	select {
 	case sa.notify <- struct{}{}:
@@ -171,10 +182,11 @@ func (sa *SessionAcceptor) expire(r *SessionRequest) {
 }
 
 // releaseOnce returns the function that gives back one held session.
-func (sa *SessionAcceptor) releaseOnce(ip netip.Addr) func() {
+func (sa *SessionAcceptor) releaseOnce(ip netip.Addr, id uint16) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			sa.a.unclaim(id)
 			sa.mu.Lock()
 			sa.held--
 			sa.mu.Unlock()

@@ -19,6 +19,12 @@ import (
 // ErrClosed is returned by operations on a closed Association or Stream.
 var ErrClosed = errors.New("sctpddp: association closed")
 
+// ErrStreamInUse is returned by Connect for a DDP stream of the
+// association that carries a session already: starting another there
+// would be a second Initiate on a live session, which the peer must
+// answer by terminating that session (RFC 5043 §6.1).
+var ErrStreamInUse = errors.New("sctpddp: the DDP stream carries a session already")
+
 // Association is an SCTP association over DTLS over UDP that carries DDP
 // streams per RFC 5043. Each DDP stream is a pair of like-numbered SCTP
 // streams (§8: "DDP streams are bidirectional. They are always composed by
@@ -46,6 +52,51 @@ type Association struct {
 	onEnd    func()         // called once when it ends (a Listener's count)
 	sessions *peerCounter   // a Listener's count of sessions; nil if dialed
 	wg       sync.WaitGroup // acceptLoop, monitor
+	server   bool           // the Listener's side: Connect chooses even stream ids, the dialer odd ones
+
+	idMu sync.Mutex
+	ids  map[uint16]bool // DDP streams that carry a session (or an Initiate) of this association
+}
+
+// claim marks DDP stream id as carrying a session.
+func (a *Association) claim(id uint16) error {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	if a.ids[id] {
+		return fmt.Errorf("%w: stream %d", ErrStreamInUse, id)
+	}
+	if a.ids == nil {
+		a.ids = make(map[uint16]bool)
+	}
+	a.ids[id] = true
+	return nil
+}
+
+// unclaim frees DDP stream id once its session has ended.
+func (a *Association) unclaim(id uint16) {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	delete(a.ids, id)
+}
+
+// freeID returns the lowest stream id of this end's parity that carries
+// no session: odd ones on the dialing side, even ones (from 2) on the
+// Listener's, so that the two ends never choose the same.
+func (a *Association) freeID() (uint16, error) {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	id := uint16(1)
+	if a.server {
+		id = 2
+	}
+	for ; ; id += 2 {
+		if !a.ids[id] {
+			return id, nil
+		}
+		if id >= 0xffff-1 {
+			return 0, fmt.Errorf("%w: every stream id of this end's parity is in use", ErrStreamInUse)
+		}
+	}
 }
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
@@ -107,6 +158,7 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		ended:    make(chan struct{}),
 		closed:   make(chan struct{}),
 		onEnd:    onEnd,
+		server:   server,
 	}
 	a.wg.Add(2)
 	go a.acceptLoop()

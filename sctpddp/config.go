@@ -198,6 +198,13 @@ var (
 	ErrNoCertificate        = errors.New("sctpddp: certificate authentication needs Config.Certificate")
 	ErrFingerprintMismatch  = errors.New("sctpddp: peer certificate fingerprint does not match any pinned fingerprint")
 	ErrPSKIdentity          = errors.New("sctpddp: unknown PSK identity")
+	// ErrUnreachable: Dial's handshake timed out and nothing came back
+	// from the address: nothing listens there, or the path drops UDP.
+	ErrUnreachable = errors.New("sctpddp: no answer")
+	// ErrHandshake: the peer answered but the DTLS handshake failed or
+	// did not complete: a wrong pre-shared key or identity, an unpinned
+	// certificate, or a refusal.
+	ErrHandshake = errors.New("sctpddp: DTLS handshake failed")
 )
 
 type authMode int
@@ -218,6 +225,10 @@ type settings struct {
 }
 
 func (c *Config) settings() (*settings, error) {
+	if c == nil {
+		// There is no default authentication to fall back on.
+		return nil, ErrNoPeerAuthentication
+	}
 	s := &settings{Config: *c}
 	n := 0
 	if len(c.PeerFingerprints) > 0 {

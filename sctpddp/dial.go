@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/dtls/v3"
@@ -26,13 +27,19 @@ func (s *settings) listenConfig() net.ListenConfig {
 }
 
 // Dial opens a DTLS connection over UDP to addr ("host:port"), then an
-// SCTP association over it. ctx bounds the whole set-up; once Dial has
-// returned, cancelling ctx does nothing.
+// SCTP association over it. ctx bounds the whole set-up, and so does
+// Config.HandshakeTimeout (10 s by default); once Dial has returned,
+// cancelling ctx does nothing. A handshake that times out with nothing
+// received from addr fails with an error wrapping ErrUnreachable; one the
+// peer answered but that failed or did not complete (a wrong pre-shared
+// key, an unpinned certificate) wraps ErrHandshake.
 func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association, error) {
 	s, err := cfg.settings()
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.HandshakeTimeout)
+	defer cancel()
 	raddr, err := net.ResolveUDPAddr(network, addr)
 	if err != nil {
 		return nil, err
@@ -45,10 +52,11 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	if s.localAddr != "" {
 		local = s.localAddr
 	}
-	pc, err := lc.ListenPacket(ctx, network, local)
+	upc, err := lc.ListenPacket(ctx, network, local)
 	if err != nil {
 		return nil, err
 	}
+	pc := &answeredConn{PacketConn: upc}
 	var authErr authFailure
 	_, opts := s.dtlsOptions(false, &authErr)
 	conn, err := dtls.ClientWithOptions(pc, raddr, opts...)
@@ -60,7 +68,10 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 		_ = conn.Close()
 		_ = pc.Close()
 		if a := authErr.get(); a != nil {
-			return nil, fmt.Errorf("sctpddp: DTLS handshake with %s refused: %w", addr, a)
+			return nil, fmt.Errorf("%w: %s refused: %w", ErrHandshake, addr, a)
+		}
+		if !pc.answered.Load() {
+			return nil, fmt.Errorf("%w from %s within %v: nothing listens there, or the path drops UDP: %w", ErrUnreachable, addr, s.HandshakeTimeout, err)
 		}
 		return nil, handshakeError(s, addr, err)
 	}
@@ -92,7 +103,21 @@ func handshakeError(s *settings, addr string, err error) error {
 	case authCA:
 		hint = " (certificate not trusted by the peer or by CAs?)"
 	}
-	return fmt.Errorf("sctpddp: DTLS handshake with %s failed%s: %w", addr, hint, err)
+	return fmt.Errorf("%w: %s answered, but the handshake did not complete%s: %w", ErrHandshake, addr, hint, err)
+}
+
+// answeredConn notes whether anything came back from the peer.
+type answeredConn struct {
+	net.PacketConn
+	answered atomic.Bool
+}
+
+func (c *answeredConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	n, a, err := c.PacketConn.ReadFrom(p)
+	if n > 0 {
+		c.answered.Store(true)
+	}
+	return n, a, err
 }
 
 // checkPeer re-checks a finished handshake's peer certificate, so that a
@@ -189,6 +214,12 @@ func (l *Listener) handshake(c *muxConn) {
 	defer cancel()
 	if err := conn.HandshakeContext(ctx); err != nil {
 		_ = conn.Close()
+		if c.progressed.Load() && l.ctx.Err() == nil {
+			// The peer answered the cookie exchange (the address is
+			// its own): say why it did not get in. A wrong pre-shared
+			// key shows so: the peer's Finished never decrypts.
+			l.s.refused(c.RemoteAddr(), fmt.Errorf("%w (a wrong pre-shared key or identity, or an untrusted certificate?): %w", ErrHandshake, err))
+		}
 		return
 	}
 	if err := l.s.checkPeer(conn); err != nil {

@@ -94,6 +94,17 @@ type Session struct {
 	wg        sync.WaitGroup
 }
 
+// addRelease adds f to what Close gives back.
+func (s *Session) addRelease(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev := s.release; prev != nil {
+		s.release = func() { prev(); f() }
+		return
+	}
+	s.release = f
+}
+
 // ID returns the SCTP Stream Identifier of the session's DDP stream.
 func (s *Session) ID() uint16 { return s.st.ID() }
 
