@@ -59,6 +59,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		cfg.Hosts = strings.Split(*hosts, ",")
 	}
 	fmt.Fprintf(stdout, "iwarp demo: open http://%s/ in a browser (Ctrl-C stops)\n", ln.Addr())
+	fmt.Fprintf(stdout, "iwarp demo: the Go peer's network starts as: %s (loss %g %%, delay %d ms, jitter %d ms, duplicates %g %%)\n",
+		im.Preset, im.Loss, im.Delay, im.Jitter, im.Dup)
 	return demo.New(cfg).Serve(ctx, ln)
 }
 

@@ -186,13 +186,6 @@ type pageSide struct {
 	state []peer.Region // the Go peer's regions, latest
 }
 
-type pageStream struct {
-	*sctpddp.DataChannelStream
-	mulpdu int
-}
-
-func (s pageStream) MULPDU() int { return s.mulpdu }
-
 func dialPage(t *testing.T, ctx context.Context, url string, mulpdu, streams int, im *Impairment) *pageSide {
 	t.Helper()
 	ps := &pageSide{tabConn: dialTab(t, ctx, url)}

@@ -63,12 +63,28 @@ func (h *holdStream) InterruptRead() {
 }
 
 func (h *holdStream) ReadMessage(ctx context.Context, buf []byte) (int, sctpddp.PPID, error) {
+	if err := h.waitHold(ctx); err != nil {
+		return 0, 0, err
+	}
+	n, ppid, err := h.DataChannelStream.ReadMessage(ctx, buf)
+	if err != nil {
+		return n, ppid, err
+	}
+	// A hold that began while the read waited holds this message too.
+	if err := h.waitHold(ctx); err != nil {
+		return 0, 0, err
+	}
+	return n, ppid, nil
+}
+
+// waitHold returns when the stream is not held.
+func (h *holdStream) waitHold(ctx context.Context) error {
 	for {
 		h.mu.Lock()
 		wait := time.Until(h.until)
 		h.mu.Unlock()
 		if wait <= 0 {
-			break
+			return nil
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -76,14 +92,13 @@ func (h *holdStream) ReadMessage(ctx context.Context, buf []byte) (int, sctpddp.
 		case <-h.wake:
 		case <-h.intr:
 			t.Stop()
-			return 0, 0, sctpddp.ErrReadInterrupted
+			return sctpddp.ErrReadInterrupted
 		case <-ctx.Done():
 			t.Stop()
-			return 0, 0, ctx.Err()
+			return ctx.Err()
 		}
 		t.Stop()
 	}
-	return h.DataChannelStream.ReadMessage(ctx, buf)
 }
 
 // candidatePolicy decides which of a page's ICE candidates the Go peer
