@@ -146,7 +146,7 @@ func TestPerftestInterop(t *testing.T) {
 			if err != nil || serr != nil {
 				t.Fatalf("Go client: %v\nperftest's server (%v):\n%s", err, serr, sout)
 			}
-			t.Logf("%s in %v; perftest's server printed:\n%s", tc.test, time.Since(start).Round(time.Millisecond), lastLines(sout, 4))
+			t.Logf("%s in %v; perftest's server printed:\n%s\nthe Go client measured %s", tc.test, time.Since(start).Round(time.Millisecond), lastLines(sout, 4), figures(res))
 			if res.PeerVersion != "6.06" || res.PeerCycleBuffer != 4096 || res.PeerCacheLine != 64 || res.PeerMTU != 3 {
 				t.Errorf("the server's version %q, cycle buffer %d, cache line %d, MTU %d: want 6.06, 4096, 64, 3",
 					res.PeerVersion, res.PeerCycleBuffer, res.PeerCacheLine, res.PeerMTU)
@@ -215,7 +215,7 @@ func TestPerftestInterop(t *testing.T) {
 				t.Fatalf("Go server: %v\nperftest's client (%v):\n%s", o.err, cerr, cout)
 			}
 			res := o.r
-			t.Logf("%s in %v; perftest's client printed:\n%s", tc.test, time.Since(start).Round(time.Millisecond), lastLines(cout, 4))
+			t.Logf("%s in %v; perftest's client printed:\n%s\nthe Go server has %s; %+v", tc.test, time.Since(start).Round(time.Millisecond), lastLines(cout, 4), figures(res), res.Moved)
 			line := resultLine(cout, tc.size, tc.iters)
 			switch tc.test {
 			case WriteBW, ReadBW:
@@ -403,6 +403,17 @@ func TestPerftestSiwSplitTrailer(t *testing.T) {
 			srv.Kill()
 		})
 	}
+}
+
+// figures formats a result's figures for the log.
+func figures(r *Result) string {
+	switch {
+	case r.BW != nil:
+		return fmt.Sprintf("BW peak %.2f, average %.2f MB/s, %.6f Mpps", r.BW.BWPeak, r.BW.BWAvg, r.BW.MsgRate)
+	case r.Lat != nil:
+		return fmt.Sprintf("latency min %.2f, typical %.2f, avg %.2f, max %.2f us", r.Lat.Min, r.Lat.Typical, r.Lat.Avg, r.Lat.Max)
+	}
+	return "no figures"
 }
 
 func lastLines(s string, n int) string {
