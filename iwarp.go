@@ -1,0 +1,329 @@
+//go:build !js
+
+package iwarp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+)
+
+// DefaultConnectTimeout bounds a Dial whose context has no deadline.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Config configures Dial, DialFirst and Listen. A nil Config means the
+// defaults (for sctp:// there is no default authentication: set SCTP).
+type Config struct {
+	// PrivateData goes to the peer with the connection's set-up: in MPA's
+	// Request (Dial) or Reply (Accept), in DDP over SCTP's Initiate or
+	// Accept. At most 508 octets.
+	PrivateData []byte
+	// ConnectTimeout bounds Dial (each attempt of DialFirst) when its
+	// context has no earlier deadline. Default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// MPA configures tcp:// (nil: mpa's defaults). Its PrivateData is
+	// replaced by the one above.
+	MPA *mpa.Config
+	// SCTP configures sctp://: how the peers authenticate (required),
+	// the MTU, the Listener's limits. Its handshake timeout also bounds
+	// a Dial.
+	SCTP *sctpddp.Config
+	// Session configures the DDP Stream Session of sctp:// (its Private
+	// Data is replaced by the one above).
+	Session sctpddp.SessionConfig
+	// OnEvent, if set, hears each connection's lifecycle (see EventType).
+	// It is called from the library's goroutines and must not block.
+	OnEvent func(Event)
+}
+
+func (c *Config) connectTimeout() time.Duration {
+	if c.ConnectTimeout <= 0 {
+		return DefaultConnectTimeout
+	}
+	return c.ConnectTimeout
+}
+
+func (c *Config) event(e Event) {
+	if c.OnEvent != nil {
+		c.OnEvent(e)
+	}
+}
+
+// Why a connection failed, for errors.Is.
+var (
+	// ErrUnreachable: nobody answers at the address (the TCP connection
+	// is refused or times out; no DTLS answer comes back).
+	ErrUnreachable = errors.New("iwarp: nobody answers")
+	// ErrRejected: the peer's application rejected the connection;
+	// errors.As finds the *ddp.RejectedError with its private data.
+	ErrRejected = errors.New("iwarp: the peer rejected the connection")
+	// ErrHandshake: the peer answered, but the set-up failed (a wrong
+	// key or certificate, a protocol error, a peer that stopped
+	// answering).
+	ErrHandshake = errors.New("iwarp: the connection's set-up failed")
+)
+
+// EventType names a lifecycle event.
+type EventType uint8
+
+// The lifecycle events, as rdma_cm names its own.
+const (
+	Established  EventType = iota + 1 // the stream runs (ESTABLISHED)
+	Rejected                          // the peer rejected the connection (REJECTED)
+	Unreachable                       // nobody answered (UNREACHABLE)
+	Failed                            // the set-up failed otherwise (CONNECT_ERROR)
+	Disconnected                      // the peer closed the stream in order (DISCONNECTED)
+	Ended                             // the stream ended otherwise: a Terminate, the transport's loss, Close
+)
+
+func (t EventType) String() string {
+	switch t {
+	case Established:
+		return "ESTABLISHED"
+	case Rejected:
+		return "REJECTED"
+	case Unreachable:
+		return "UNREACHABLE"
+	case Failed:
+		return "CONNECT_ERROR"
+	case Disconnected:
+		return "DISCONNECTED"
+	case Ended:
+		return "ENDED"
+	}
+	return fmt.Sprintf("EventType(%d)", uint8(t))
+}
+
+// Event is one step of a connection's lifecycle.
+type Event struct {
+	Type EventType
+	URL  string // the address dialed or listened on
+	Conn *Conn  // Established, Disconnected, Ended
+	Err  error  // why, for all but Established
+}
+
+// parseURL splits tcp://host:port or sctp://host:port.
+func parseURL(s string) (scheme, addr string, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", "", fmt.Errorf("iwarp: bad address %q: want tcp://host:port or sctp://host:port", s)
+	}
+	if u.Scheme != "tcp" && u.Scheme != "sctp" {
+		return "", "", fmt.Errorf("iwarp: bad address %q: the scheme is tcp (MPA over TCP) or sctp (DDP over SCTP over DTLS)", s)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return "", "", fmt.Errorf("iwarp: bad address %q: no port", s)
+	}
+	return u.Scheme, u.Host, nil
+}
+
+// Conn is an established connection carrying one queue pair's stream.
+type Conn struct {
+	qp        *rdmap.QueuePair
+	url       string
+	transport string
+	local     net.Addr
+	remote    net.Addr
+	peerData  []byte
+	mpa       *mpa.Conn
+	session   *sctpddp.Session
+	assoc     *sctpddp.Association // dialed sctp://: the Conn's own
+	release   func()               // a Listener's bookkeeping
+	cfg       *Config
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// QueuePair returns the connection's queue pair.
+func (c *Conn) QueuePair() *rdmap.QueuePair { return c.qp }
+
+// URL returns the address the connection was dialed to, or the Listener's.
+func (c *Conn) URL() string { return c.url }
+
+// Transport returns "tcp" (MPA over TCP) or "sctp" (DDP over SCTP).
+func (c *Conn) Transport() string { return c.transport }
+
+// LocalAddr and RemoteAddr return the transport's addresses.
+func (c *Conn) LocalAddr() net.Addr  { return c.local }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// PeerPrivateData returns the private data the peer sent with the set-up.
+func (c *Conn) PeerPrivateData() []byte { return c.peerData }
+
+// MPA returns the MPA connection of a tcp:// Conn (nil for sctp://).
+func (c *Conn) MPA() *mpa.Conn { return c.mpa }
+
+// Session returns the DDP Stream Session of an sctp:// Conn (nil for
+// tcp://).
+func (c *Conn) Session() *sctpddp.Session { return c.session }
+
+// Done is closed when the stream has stopped (the peer disconnected, a
+// Terminate, the transport's loss, Close); Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.qp.Terminated() }
+
+// Err returns why the stream stopped, or nil while it runs: see the
+// package documentation.
+func (c *Conn) Err() error { return c.qp.Err() }
+
+// Close ends the connection: it waits, until ctx is done, for the work
+// requests outstanding to complete, then closes the queue pair and with
+// it the transport connection (the rest flushes), and what Dial made for
+// it: a dialed sctp:// connection's association and UDP socket. When
+// Close returns, nothing of the connection remains.
+func (c *Conn) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.qp.Close(ctx)
+		if c.assoc != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			c.assoc.Shutdown(sctx)
+			cancel()
+		}
+		if c.release != nil {
+			c.release()
+		}
+	})
+	return c.closeErr
+}
+
+// watch reports how the stream ended.
+func (c *Conn) watch() {
+	if c.cfg.OnEvent == nil {
+		return
+	}
+	go func() {
+		<-c.qp.Terminated()
+		err := c.qp.Err()
+		t := Ended
+		if errors.Is(err, rdmap.ErrDisconnected) {
+			t = Disconnected
+		}
+		c.cfg.event(Event{Type: t, URL: c.url, Conn: c, Err: err})
+	}()
+}
+
+// Dial connects qp to the peer at url (tcp://host:port or
+// sctp://host:port) and returns once the stream runs. ctx bounds the
+// set-up, as does Config.ConnectTimeout when ctx has no deadline. A
+// failure wraps ErrUnreachable, ErrRejected or ErrHandshake (see the
+// package documentation); qp then stays IDLE, so that it may be dialed
+// elsewhere, unless the set-up failed after it started (an RFC 6581
+// negotiation that ended with a Terminate).
+func Dial(ctx context.Context, url string, qp *rdmap.QueuePair, cfg *Config) (*Conn, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	c, err := dial(ctx, url, qp, cfg)
+	if err != nil {
+		t := Failed
+		switch {
+		case errors.Is(err, ErrUnreachable):
+			t = Unreachable
+		case errors.Is(err, ErrRejected):
+			t = Rejected
+		}
+		cfg.event(Event{Type: t, URL: url, Err: err})
+		return nil, err
+	}
+	cfg.event(Event{Type: Established, URL: url, Conn: c})
+	c.watch()
+	return c, nil
+}
+
+func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Conn, error) {
+	scheme, addr, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout())
+	defer cancel()
+	c := &Conn{qp: qp, url: u, transport: scheme, cfg: cfg}
+	if scheme == "tcp" {
+		mc := mpa.Config{}
+		if cfg.MPA != nil {
+			mc = *cfg.MPA
+		}
+		mc.PrivateData = cfg.PrivateData
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, u, err)
+		}
+		m, err := mpa.Client(ctx, nc, qp, &mc)
+		if err != nil {
+			nc.Close()
+			return nil, classify(u, err)
+		}
+		c.mpa, c.local, c.remote, c.peerData = m, m.LocalAddr(), m.RemoteAddr(), m.Negotiated().PeerData
+		return c, nil
+	}
+	if cfg.SCTP == nil {
+		return nil, fmt.Errorf("iwarp: %s: %w", u, sctpddp.ErrNoPeerAuthentication)
+	}
+	sc := *cfg.SCTP
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); sc.HandshakeTimeout <= 0 || sc.HandshakeTimeout > d {
+			sc.HandshakeTimeout = max(d, time.Millisecond)
+		}
+	}
+	a, err := sctpddp.Dial(ctx, "udp", addr, &sc)
+	if err != nil {
+		return nil, classify(u, err)
+	}
+	scfg := cfg.Session
+	scfg.PrivateData = cfg.PrivateData
+	s, err := a.Connect(ctx, qp, scfg)
+	if err != nil {
+		a.Close()
+		return nil, classify(u, err)
+	}
+	c.session, c.assoc, c.local, c.remote, c.peerData = s, a, a.LocalAddr(), a.RemoteAddr(), s.PeerPrivateData
+	return c, nil
+}
+
+// classify wraps a transport's set-up error in the package's own.
+func classify(u string, err error) error {
+	var re *ddp.RejectedError
+	switch {
+	case errors.As(err, &re):
+		return fmt.Errorf("%w: %s: %w", ErrRejected, u, err)
+	case errors.Is(err, sctpddp.ErrUnreachable):
+		return fmt.Errorf("%w: %s: %w", ErrUnreachable, u, err)
+	case errors.Is(err, sctpddp.ErrNoPeerAuthentication), errors.Is(err, sctpddp.ErrTwoAuthentications), errors.Is(err, sctpddp.ErrNoCertificate):
+		return fmt.Errorf("iwarp: %s: %w", u, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrHandshake, u, err)
+}
+
+// DialFirst dials each of urls in turn, each attempt bounded by
+// Config.ConnectTimeout, and returns the first connection that comes up
+// (Conn.URL says which); a list of an sctp:// and a tcp:// address makes
+// MPA over TCP the fallback of DDP over SCTP. If none does, the error
+// joins every attempt's, each wrapping its reason (ErrUnreachable, ...).
+// An attempt that fails after the queue pair has started ends the list:
+// the queue pair cannot start again.
+func DialFirst(ctx context.Context, urls []string, qp *rdmap.QueuePair, cfg *Config) (*Conn, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("iwarp: DialFirst with no address")
+	}
+	var errs []error
+	for _, u := range urls {
+		c, err := Dial(ctx, u, qp, cfg)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if qp.State() != rdmap.StateIdle || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}

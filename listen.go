@@ -1,0 +1,272 @@
+//go:build !js
+
+package iwarp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+)
+
+// Listener hands out the connection requests that arrive at its address,
+// of either transport. Its limits are the transport's (mpa.Config's and
+// sctpddp.Config's MaxPerPeer and the like, their Refused callbacks).
+type Listener struct {
+	url      string
+	addr     net.Addr
+	requests chan *Request
+	done     chan struct{}
+	closeFn  func()
+	once     sync.Once
+	wg       sync.WaitGroup
+	cfg      *Config
+}
+
+// Request is a connection request: the peer's private data, for the
+// application to Accept (with a queue pair) or Reject.
+type Request struct {
+	l         *Listener
+	transport string
+	remote    net.Addr
+	local     net.Addr
+	peerData  []byte
+	enhanced  *ddp.EnhancedData
+	accept    func(qp *rdmap.QueuePair, pd []byte) (*Conn, error)
+	reject    func(pd []byte) error
+	once      sync.Once
+}
+
+// Transport returns "tcp" or "sctp".
+func (r *Request) Transport() string { return r.transport }
+
+// RemoteAddr returns the peer's address.
+func (r *Request) RemoteAddr() net.Addr { return r.remote }
+
+// PrivateData returns the private data the peer sent.
+func (r *Request) PrivateData() []byte { return r.peerData }
+
+// PeerReadLimits returns the IRD and ORD the peer offered (RFC 6581), and
+// false when it offered none.
+func (r *Request) PeerReadLimits() (ird, ord int, ok bool) {
+	if r.enhanced == nil {
+		return 0, 0, false
+	}
+	return int(r.enhanced.IRD), int(r.enhanced.ORD), true
+}
+
+var errDecided = errors.New("iwarp: the request was already accepted or rejected")
+
+// Accept starts qp on the connection, sending privateData with the
+// reply, and returns once the stream runs.
+func (r *Request) Accept(qp *rdmap.QueuePair, privateData []byte) (*Conn, error) {
+	err := errDecided
+	var c *Conn
+	r.once.Do(func() {
+		c, err = r.accept(qp, privateData)
+		if err == nil {
+			r.l.cfg.event(Event{Type: Established, URL: r.l.url, Conn: c})
+			c.watch()
+		}
+	})
+	return c, err
+}
+
+// Reject refuses the connection with privateData (MPA's Reply with the R
+// bit, DDP over SCTP's Reject).
+func (r *Request) Reject(privateData []byte) error {
+	err := errDecided
+	r.once.Do(func() { err = r.reject(privateData) })
+	return err
+}
+
+// Listen listens at url (tcp://host:port, sctp://host:port; port 0 picks
+// one) until Close.
+func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	scheme, addr, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{requests: make(chan *Request), done: make(chan struct{}), cfg: cfg}
+	if scheme == "tcp" {
+		err = l.listenTCP(addr)
+	} else {
+		err = l.listenSCTP(ctx, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.url = scheme + "://" + l.addr.String()
+	return l, nil
+}
+
+// Addr returns the address the Listener is bound to; URL the same as an
+// address to dial.
+func (l *Listener) Addr() net.Addr { return l.addr }
+func (l *Listener) URL() string    { return l.url }
+
+// Accept returns the next connection request.
+func (l *Listener) Accept(ctx context.Context) (*Request, error) {
+	select {
+	case r := <-l.requests:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops listening and rejects the requests not yet accepted.
+// Connections already accepted stay open until they are closed.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.closeFn()
+	})
+	l.wg.Wait()
+	return nil
+}
+
+// offer hands r to Accept, or rejects it when the Listener closes.
+func (l *Listener) offer(r *Request) bool {
+	select {
+	case l.requests <- r:
+		return true
+	case <-l.done:
+		r.Reject(nil)
+		return false
+	}
+}
+
+func (l *Listener) listenTCP(addr string) error {
+	mc := mpa.Config{}
+	if l.cfg.MPA != nil {
+		mc = *l.cfg.MPA
+	}
+	mc.PrivateData = nil
+	ml, err := mpa.Listen("tcp", addr, &mc)
+	if err != nil {
+		return err
+	}
+	l.addr = ml.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	l.closeFn = func() { cancel(); ml.Close() }
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			mr, err := ml.Accept(ctx)
+			if err != nil {
+				return
+			}
+			r := &Request{l: l, transport: "tcp", remote: mr.RemoteAddr(), peerData: mr.PrivateData, enhanced: mr.Enhanced}
+			r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
+				m, err := mr.Accept(qp, pd)
+				if err != nil {
+					return nil, err
+				}
+				return &Conn{qp: qp, url: l.url, transport: "tcp", mpa: m, local: m.LocalAddr(), remote: m.RemoteAddr(), peerData: mr.PrivateData, cfg: l.cfg}, nil
+			}
+			r.reject = func(pd []byte) error { return mr.Reject(pd, 0, 0) }
+			if !l.offer(r) {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
+	if l.cfg.SCTP == nil {
+		return fmt.Errorf("iwarp: sctp://%s: %w", addr, sctpddp.ErrNoPeerAuthentication)
+	}
+	sl, err := sctpddp.Listen(ctx, "udp", addr, l.cfg.SCTP)
+	if err != nil {
+		return err
+	}
+	l.addr = sl.Addr()
+	actx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	assocs := map[*sctpddp.Association]bool{}
+	l.closeFn = func() {
+		cancel()
+		sl.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for a := range assocs {
+			a.Close()
+		}
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			a, err := sl.Accept(actx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			assocs[a] = true
+			mu.Unlock()
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				l.serveAssociation(actx, a)
+				mu.Lock()
+				delete(assocs, a)
+				mu.Unlock()
+			}()
+		}
+	}()
+	return nil
+}
+
+// serveAssociation offers the session requests of one association until
+// it ends (the peer ends it, or the Listener closes), and then closes it
+// once every connection accepted on it has been closed.
+func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association) {
+	sessions := a.Sessions(0)
+	var live sync.WaitGroup
+	defer func() {
+		live.Wait()
+		a.Close()
+	}()
+	for {
+		sr, err := sessions.Accept(ctx)
+		if err != nil {
+			return
+		}
+		live.Add(1)
+		var once sync.Once
+		done := func() { once.Do(live.Done) }
+		r := &Request{l: l, transport: "sctp", remote: a.RemoteAddr(), peerData: sr.PrivateData, enhanced: sr.Enhanced}
+		r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
+			scfg := l.cfg.Session
+			scfg.PrivateData = pd
+			s, err := sr.Accept(qp, scfg)
+			if err != nil {
+				done()
+				return nil, err
+			}
+			return &Conn{qp: qp, url: l.url, transport: "sctp", session: s, local: a.LocalAddr(), remote: a.RemoteAddr(),
+				peerData: sr.PrivateData, cfg: l.cfg, release: done}, nil
+		}
+		r.reject = func(pd []byte) error {
+			defer done()
+			return sr.Reject(pd, 0, 0)
+		}
+		if !l.offer(r) {
+			return
+		}
+	}
+}
