@@ -95,6 +95,7 @@ func (s *session) dialData(ctx context.Context, addr string) error {
 		if err := s.newDataQP(); err != nil {
 			return err
 		}
+		s.res.DataTries = try + 1
 		c, err := s.dial(ctx, addr, 1, s.qp)
 		if err == nil {
 			s.connected(1, c)

@@ -146,7 +146,7 @@ func TestPerftestInterop(t *testing.T) {
 			if err != nil || serr != nil {
 				t.Fatalf("Go client: %v\nperftest's server (%v):\n%s", err, serr, sout)
 			}
-			t.Logf("%s in %v; perftest's server printed:\n%s\nthe Go client measured %s", tc.test, time.Since(start).Round(time.Millisecond), lastLines(sout, 4), figures(res))
+			t.Logf("%s in %v; perftest's server printed:\n%s\nthe Go client measured %s (data connection: %d tries)", tc.test, time.Since(start).Round(time.Millisecond), lastLines(sout, 4), figures(res), res.DataTries)
 			if res.PeerVersion != "6.06" || res.PeerCycleBuffer != 4096 || res.PeerCacheLine != 64 || res.PeerMTU != 3 {
 				t.Errorf("the server's version %q, cycle buffer %d, cache line %d, MTU %d: want 6.06, 4096, 64, 3",
 					res.PeerVersion, res.PeerCycleBuffer, res.PeerCacheLine, res.PeerMTU)

@@ -33,13 +33,16 @@ type Result struct {
 	// came (a perftest server sends uninitialized memory).
 	PeerReport *BWReport
 
-	PeerVersion                         string
-	PeerCycleBuffer, PeerCacheLine      int
-	PeerMTU                             int
-	CycleBuffer, CacheLine              int // in use: the larger of both ends'
-	Local, Peer                         Dest
-	Control, Data                       mpa.Negotiated
-	DataIRD, DataORD                    int // the data queue pair's, once negotiated
+	PeerVersion                    string
+	PeerCycleBuffer, PeerCacheLine int
+	PeerMTU                        int
+	CycleBuffer, CacheLine         int // in use: the larger of both ends'
+	Local, Peer                    Dest
+	Control, Data                  mpa.Negotiated
+	DataIRD, DataORD               int // the data queue pair's, once negotiated
+	// DataTries is how many connections a client opened for the data
+	// connection: more than one when the server was not listening yet.
+	DataTries                           int
 	ControlPeer, DataPeer, DataLocalStr string
 
 	// Moved is what this end saw arrive or leave on the data connection:
