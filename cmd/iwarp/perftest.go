@@ -136,7 +136,7 @@ func runPerftest(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print each session's result as one JSON object")
 	fs.BoolVar(&o.noCRC, "no-crc", false, "ask for no MPA CRC32c (used only if both ends ask; siw's peers do)")
 	fs.BoolVar(&o.markers, "markers", false, "ask the peer for MPA Markers")
-	fs.StringVar(&o.pcap, "pcap", "", "record the sessions' connections as a pcap capture in `FILE`")
+	fs.StringVar(&o.pcap, "pcap", "", "record the sessions' connections as a pcap capture in `FILE` (a server records through a loopback relay, and then cannot tell other hosts' connections apart)")
 	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", perftest.DefaultFirstFPDUDelay, "client: pause after each MPA Reply before the first FPDU (Linux siw's accept race; 0: none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
