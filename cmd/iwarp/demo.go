@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -58,10 +59,19 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if *hosts != "" {
 		cfg.Hosts = strings.Split(*hosts, ",")
 	}
-	fmt.Fprintf(stdout, "iwarp demo: open http://%s/ in a browser (Ctrl-C stops)\n", ln.Addr())
+	fmt.Fprintf(stdout, "iwarp demo: open http://%s/ in a browser (Ctrl-C stops)\n", browsable(ln.Addr()))
 	fmt.Fprintf(stdout, "iwarp demo: the Go peer's network starts as: %s (loss %g %%, delay %d ms, jitter %d ms, duplicates %g %%)\n",
 		im.Preset, im.Loss, im.Delay, im.Jitter, im.Dup)
 	return demo.New(cfg).Serve(ctx, ln)
+}
+
+// browsable names a listener's address as a browser can open it: an
+// unspecified host (":8080") as localhost.
+func browsable(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(ta.Port))
+	}
+	return a.String()
 }
 
 func presetNames() string {

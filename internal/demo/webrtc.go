@@ -182,6 +182,11 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	s.mu.Lock()
 	served := s.host
 	s.mu.Unlock()
+	if served.IsUnspecified() {
+		// Served on every interface (":8080" listens on "::"): the Go
+		// peer gathers on every IPv4 interface, as browsers reach it.
+		served = net.IPv4zero
+	}
 	pol := candidatePolicy{served: served, max: s.cfg.MaxRemoteCandidates}
 	offer, kept, total := pol.filter(m.SDP)
 
@@ -196,7 +201,7 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 		}
 	}()
 	network, nt := "udp4", webrtc.NetworkTypeUDP4
-	if served.To4() == nil && !served.IsUnspecified() {
+	if served.To4() == nil {
 		network, nt = "udp6", webrtc.NetworkTypeUDP6
 	}
 	uc, err := net.ListenUDP(network, &net.UDPAddr{IP: served})

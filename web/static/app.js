@@ -636,6 +636,8 @@ function segmentSent(side, ev, rows) {
 // arrival order, whether it overtook an earlier segment, and its cells.
 function segmentPlaced(side, ev, now, rows) {
   const f = flow(side, ev.qp);
+  // An observer may join a stream midway: it counts from what it sees first.
+  if (f.arrivals === 0 && S.mode === "observe") { f.floor = ev.seq; f.delivered = ev.seq - 1; }
   const n = ++f.arrivals;
   const overtook = ev.seq > f.floor;  // some earlier segment is still missing
   const late = ev.seq < f.max;        // a later segment came first
@@ -707,11 +709,11 @@ function fpduRow(ev, rows) {
     li.className = (out ? "out" : "in") + " fpdu frame";
     text = (out ? "→ " : "← ") + (ev.error ? "bad startup frame: " + ev.error : ev.text + " · " + ev.len + " octets");
   } else if (ev.error) {
-    text = (out ? "→ " : "← ") + "FPDU #" + ev.seq + " @" + ev.pos + ": " + ev.error;
+    text = (out ? "→ " : "← ") + "FPDU #" + (ev.seq || 0) + " @" + (ev.pos || 0) + ": " + ev.error;
   } else {
     const fields = ev.tagged ? "TO " + hex(ev.to, 4) : "QN " + ev.qn + " MSN " + ev.msn + " MO " + ev.mo;
     const nm = ev.markers ? ev.markers.length : 0;
-    text = (out ? "→ " : "← ") + "FPDU #" + ev.seq + " @" + ev.pos + " " + ev.wire + "B = 2+" + (ev.ulpdu || 0) +
+    text = (out ? "→ " : "← ") + "FPDU #" + (ev.seq || 0) + " @" + (ev.pos || 0) + " " + ev.wire + "B = 2+" + (ev.ulpdu || 0) +
       (ev.pad ? "+pad " + ev.pad : "") + "+CRC 4" + (nm ? "+" + nm + " Marker" + (nm > 1 ? "s" : "") + " (at +" + ev.markers.join(", +") + ")" : "") +
       " · " + shortOp(ev.op) + " " + fields + " " + (ev.len || 0) + "B" + (ev.last ? " L" : "") + " · CRC " + hex(ev.crc || 0);
     if (ev.markers && ev.markers.length) li.classList.add("marked");
