@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -293,5 +292,3 @@ func region(rs []peer.Region, name string) *peer.Region {
 	}
 	return nil
 }
-
-var _ = io.Discard

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +353,3 @@ func regionNamed(rs []peer.Region, name string) peer.Region {
 	}
 	return peer.Region{}
 }
-
-var _ = strconv.Itoa

@@ -295,6 +295,7 @@ function startMPA(m) {
       (m.markers ? " and Markers" : "") + ", segments of at most " + m.mulpdu + " octets" +
       (S.mulpdu > mulpdu() ? " (MPA's floor is 128)" : ""));
     $("transport-now").textContent = "Transport: WebSocket · MPA · TCP (byte stream: in order)";
+    if (S.impair) showImpair(S.impair, "mpa");
     $("ladder-help").textContent = "Each row is one FPDU or startup frame as it crossed the WebSocket (→ from this tab, ← from the Go peer): " +
       "where it starts in the stream, its ULPDU_Length, PAD, CRC and Markers, and the DDP segment inside. A byte stream keeps the order: nothing overtakes.";
     log("MPA connection up with the Go peer");
@@ -361,6 +362,7 @@ function hangup(tell) {
   if (S.pc) { S.pc.close(); S.pc = null; }
   S.session = false; S.connected = false; S.awaitAnswerFrom = null; S.awaitTicket = false; S.up = 0;
   $("transport-now").textContent = "";
+  $("net-loss").disabled = $("net-dup").disabled = false;
 }
 
 const ladderHelp = document.getElementById("ladder-help").innerHTML;
@@ -418,6 +420,8 @@ function showImpair(im, transport) {
     $("net-" + k).value = im[k] || 0;
     $("net-" + k + "-v").textContent = (im[k] || 0) + unit;
   }
+  // A byte stream cannot lose or duplicate what TCP carries.
+  $("net-loss").disabled = $("net-dup").disabled = transport === "mpa";
   const clean = !im.loss && !im.delay && !im.jitter && !im.dup;
   let t = "Network now: " + (custom ? "custom" : im.preset) + " — " + (clean ? "no impairment" :
     "loss " + im.loss + " %, delay " + im.delay + " ms, jitter up to " + im.jitter + " ms, duplicates " + im.dup + " %");
