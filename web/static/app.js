@@ -145,13 +145,13 @@ function onSignal(m) {
       acceptTab(m).catch((e) => fail("pairing: " + e.message));
       break;
     case "relay":
-      if (S.mode === "tab" && m.from === S.pairedWith && m.body) S.remoteQueue.push(m.body);
+      if (S.mode === "tab" && m.from === S.pairedWith && m.body) queueRemote(m.body);
       break;
     case "go-state":
       S.goPeer = m.id; // a new Go peer: what a replaced one sent late is ignored
       // falls through
     case "go-events":
-      if (S.mode === "go" && m.id === S.goPeer) S.remoteQueue.push({ events: m.events || [], regions: m.regions });
+      if (S.mode === "go" && m.id === S.goPeer) queueRemote({ events: m.events || [], regions: m.regions });
       if (m.net) showNet(m.net);
       if (m.impair) showImpair(m.impair, S.transport);
       break;
@@ -184,6 +184,19 @@ function onSignal(m) {
       if (m.purpose === "mpa" && S.transport === "mpa" && !S.connected) fail(m.text);
       if ((m.purpose === "join" || m.purpose === "observe") && !S.connected) setStatus("err", m.text);
       break;
+  }
+}
+
+// queueRemote keeps the remote peer's batches for the next frame. A
+// hidden tab draws no frames: past 600 batches the oldest events go (the
+// regions, which carry the bytes, are kept).
+function queueRemote(b) {
+  const q = S.remoteQueue;
+  q.push(b);
+  if (q.length > 600) {
+    const old = q.splice(0, 300);
+    const regions = old.reduce((r, x) => x.regions || r, null);
+    if (regions && !q[0].regions) q[0].regions = regions;
   }
 }
 
