@@ -153,7 +153,6 @@ function onSignal(m) {
     case "go-events":
       if (S.mode === "go" && m.id === S.goPeer) queueRemote({ events: m.events || [], regions: m.regions });
       if (m.net) showNet(m.net);
-      if (m.impair) showImpair(m.impair, S.transport);
       break;
     case "impair":
       showImpair(m.impair, m.transport || S.transport);
@@ -428,10 +427,12 @@ function setImpair(im) {
 function showImpair(im, transport) {
   S.impair = im;
   const custom = !im.preset || im.preset === "custom";
-  $("net-preset").value = custom ? "custom" : im.preset;
-  for (const [k, unit] of [["loss", " %"], ["delay", " ms"], ["jitter", " ms"], ["dup", " %"]]) {
-    $("net-" + k).value = im[k] || 0;
-    $("net-" + k + "-v").textContent = (im[k] || 0) + unit;
+  if (!S.netEditing) { // not while the user is dragging a slider
+    $("net-preset").value = custom ? "custom" : im.preset;
+    for (const [k, unit] of [["loss", " %"], ["delay", " ms"], ["jitter", " ms"], ["dup", " %"]]) {
+      $("net-" + k).value = im[k] || 0;
+      $("net-" + k + "-v").textContent = (im[k] || 0) + unit;
+    }
   }
   // A byte stream cannot lose or duplicate what TCP carries.
   $("net-loss").disabled = $("net-dup").disabled = transport === "mpa";
@@ -1335,7 +1336,8 @@ function wire() {
       $("net-preset").value = "custom";
       $("net-" + k + "-v").textContent = $("net-" + k).value + (k === "loss" || k === "dup" ? " %" : " ms");
       clearTimeout(t);
-      t = setTimeout(() => setImpair(impairFromSliders()), 150);
+      S.netEditing = true;
+      t = setTimeout(() => { S.netEditing = false; setImpair(impairFromSliders()); }, 150);
     });
   }
   for (const b of document.querySelectorAll("#tour-steps button[data-do]")) {
