@@ -323,7 +323,9 @@ func TestClientDetectsMismatch(t *testing.T) {
 	if err := mpaConnect(&mpa.Config{ClientServer: true}, nil)(t, ctx, cep.QP, sep.QP); err != nil {
 		t.Fatal(err)
 	}
+	bad := make(chan struct{})
 	go func() {
+		defer close(bad)
 		src, err := s.recv(ctx)
 		if err != nil {
 			return
@@ -347,23 +349,24 @@ func TestClientDetectsMismatch(t *testing.T) {
 	if err := c.Run(ctx); !errors.Is(err, ErrMismatch) {
 		t.Errorf("client: %v, want ErrMismatch", err)
 	}
+	<-bad
 
 	// The other way: a client whose source is not rping's pattern.
-	cep, _ = NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
-	sep, _ = NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
-	c, _ = NewClient(cep, Config{})
-	s, _ = NewServer(sep, Config{Validate: true})
-	if err := mpaConnect(&mpa.Config{ClientServer: true}, nil)(t, ctx, cep.QP, sep.QP); err != nil {
+	cep2, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
+	sep2, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
+	c2, _ := NewClient(cep2, Config{})
+	s2, _ := NewServer(sep2, Config{Validate: true})
+	if err := mpaConnect(&mpa.Config{ClientServer: true}, nil)(t, ctx, cep2.QP, sep2.QP); err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.Run(ctx) }()
-	copy(c.startMR.Bytes(), "not rping's data")
-	c.advertise(c.Source())
+	go func() { served <- s2.Run(ctx) }()
+	copy(c2.startMR.Bytes(), "not rping's data")
+	c2.advertise(c2.Source())
 	if err := <-served; !errors.Is(err, ErrMismatch) {
 		t.Errorf("server: %v, want ErrMismatch", err)
 	}
-	cep.QP.Close(ctx)
+	cep2.QP.Close(ctx)
 }
 
 // TestServerSeesTerminate: a peer that sends a Send longer than rping's
