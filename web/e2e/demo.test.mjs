@@ -269,13 +269,21 @@ try {
       console.log(`   Write ${i} of 1000 octets: ${overtook} segments placed before an earlier one so far (${delivered} cells delivered before)`);
     }
     if (overtook === 0) throw new Error("no segment was placed out of order under loss and reordering");
-    // Every byte lands where it belongs: the page's memory equals the text.
-    const mem = await page.evaluate(() => {
+    // Every byte lands where it belongs: the page's memory equals the
+    // text, once the retransmissions are in.
+    const wantCells = [...text].map((c) => (c === " " ? "␣" : c)).join("");
+    const memory = () => page.evaluate(() => {
       const r = document.querySelector('#remote-regions .region[data-name="Go peer memory"]');
       return [...r.querySelectorAll(".cell")].slice(0, 1000).map((c) => c.textContent).join("");
     });
-    const wantCells = [...text].map((c) => (c === " " ? "␣" : c)).join("");
-    if (mem !== wantCells) throw new Error(`the Go peer's memory after the Writes: ${JSON.stringify(mem.slice(0, 200))}…`);
+    try {
+      await page.waitForFunction((w) => {
+        const r = document.querySelector('#remote-regions .region[data-name="Go peer memory"]');
+        return [...r.querySelectorAll(".cell")].slice(0, 1000).map((c) => c.textContent).join("") === w;
+      }, wantCells, { timeout: 30000 });
+    } catch (e) {
+      throw new Error(`the Go peer's memory after the Writes: ${JSON.stringify((await memory()).slice(0, 200))}…`);
+    }
     await page.waitForFunction(() => document.querySelectorAll('#remote-regions .region[data-name="Go peer memory"] .cell.delivered').length >= 1000, null, { timeout: 30000 });
     const row = await page.locator("#ladder li.overtook").count();
     console.log(`   ${row} ladder rows marked as having overtaken; network: ${await page.textContent("#net-stats")}`);
