@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestSiwTerminateNote: the note on Terminates whose Layer and Error Type
+// TestDumpSiwTerminateNote: the note on Terminates whose Layer and Error Type
 // nibbles look swapped, as Linux siw sends them on x86.
-func TestSiwTerminateNote(t *testing.T) {
+func TestDumpSiwTerminateNote(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		ctl  []byte
@@ -38,11 +38,11 @@ func TestSiwTerminateNote(t *testing.T) {
 	}
 }
 
-// TestDumpSiwTerminate decodes a real capture of Linux siw terminating a
-// connection (internal/rping's TestInteropTerminateFromSiw recorded it:
+// TestDumpSiwTerminateCapture decodes a real capture of Linux siw terminating a
+// connection (internal/rping's TestRpingInteropTerminateFromSiw recorded it:
 // one rping ping from our client to a stock "rping -s", then two Sends for
 // rping's one receive buffer) and checks the Terminate's note.
-func TestDumpSiwTerminate(t *testing.T) {
+func TestDumpSiwTerminateCapture(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"dump", "--json", "testdata/siw-terminate.pcap"}, &out, &errb); code != 0 {
 		t.Fatalf("iwarp dump: status %d: %s", code, errb.String())

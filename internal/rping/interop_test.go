@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { os.Exit(linuxguest.Main(m)) }
 // its first FPDU (mpa.Config.FirstFPDUDelay): siw's responder sends the
 // Reply before it hooks the socket to the queue pair, and an FPDU that
 // arrives in between is not read until more data comes.
-// TestInteropSiwAcceptRaceSweep measures it: 5 ms is the smallest pause
+// TestRpingInteropSiwAcceptRaceSweep measures it: 5 ms is the smallest pause
 // that no run saw stall (cmd/iwarp's rpingFirstFPDUDelay has the figures).
 const siwDelay = 5 * time.Millisecond
 
@@ -241,9 +241,9 @@ func checkNegotiated(t *testing.T, d *decoded, n mpa.Negotiated, responder bool,
 
 const pings = 3
 
-// TestInteropGuestClient: stock "rping -c -C 3 -v -V" in the guest pings
+// TestRpingInteropGuestClient: stock "rping -c -C 3 -v -V" in the guest pings
 // our server on the host, with siw as initiator in each MPA mode it has.
-func TestInteropGuestClient(t *testing.T) {
+func TestRpingInteropGuestClient(t *testing.T) {
 	g := linuxguest.Shared(t)
 	defer setSiw(t, ctxFor(t, time.Minute), g, "")
 	for _, c := range []struct {
@@ -290,12 +290,12 @@ func TestInteropGuestClient(t *testing.T) {
 	}
 }
 
-// TestInteropGuestClientCRCRequired: siw as initiator with
+// TestRpingInteropGuestClientCRCRequired: siw as initiator with
 // mpa_crc_required refuses a Reply with C=0, although CRCs are then in use
 // (RFC 5044 §7.1.1: C "declares an endpoint's preferred CRC usage", and
 // one C=1 turns CRCs on both ways). Our server with NoCRC therefore
 // cannot serve it; rping sees the connection rejected.
-func TestInteropGuestClientCRCRequired(t *testing.T) {
+func TestRpingInteropGuestClientCRCRequired(t *testing.T) {
 	g := linuxguest.Shared(t)
 	ctx := ctxFor(t, time.Minute)
 	setSiw(t, ctx, g, "mpa_crc_required=1")
@@ -334,9 +334,9 @@ func guestServer(t *testing.T, ctx context.Context, g *linuxguest.Guest, port in
 	return srv
 }
 
-// TestInteropGuestServer: our client pings a stock "rping -s -v" in the
+// TestRpingInteropGuestServer: our client pings a stock "rping -s -v" in the
 // guest, with siw as responder, in each MPA mode our initiator has.
-func TestInteropGuestServer(t *testing.T) {
+func TestRpingInteropGuestServer(t *testing.T) {
 	g := linuxguest.Shared(t)
 	defer setSiw(t, ctxFor(t, time.Minute), g, "")
 	const port = 7174
@@ -478,7 +478,7 @@ func hog(t *testing.T, hogs int) {
 	t.Cleanup(func() { exec.Command("taskset", "-a", "-p", "3", strconv.Itoa(os.Getpid())).Run() })
 }
 
-// TestInteropSiwAcceptRaceSweep measures siw's accept race: how many
+// TestRpingInteropSiwAcceptRaceSweep measures siw's accept race: how many
 // connections to a stock "rping -s -P" stall for each FirstFPDUDelay, one
 // ping each, round robin over the delays so that each sees the same
 // guest. It runs only when asked, through the environment:
@@ -496,7 +496,7 @@ func hog(t *testing.T, hogs int) {
 //
 // Results (2 cores, Debian 6.1 siw under TCG) are in cmd/iwarp's
 // rpingFirstFPDUDelay.
-func TestInteropSiwAcceptRaceSweep(t *testing.T) {
+func TestRpingInteropSiwAcceptRaceSweep(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("IWARP_RPING_SWEEP"))
 	if n <= 0 {
 		t.Skip("IWARP_RPING_SWEEP=N runs N connections per delay")
@@ -643,7 +643,7 @@ func waitStopped(t *testing.T, ctx context.Context, qp *rdmap.QueuePair) *term.E
 
 var updateTestdata = flag.Bool("update", false, "write the captures that cmd/iwarp's tests read (cmd/iwarp/testdata/)")
 
-// TestInteropTerminateFromSiw makes siw send us a Terminate: after one
+// TestRpingInteropTerminateFromSiw makes siw send us a Terminate: after one
 // ping, our client Sends twice at once while rping's server has one
 // receive buffer posted. siw reports RFC 5041's "no buffer available"
 // (DDP, untagged buffer error, 0x02), but its struct iwarp_terminate uses
@@ -651,7 +651,7 @@ var updateTestdata = flag.Bool("update", false, "write the captures that cmd/iwa
 // swapped (first octet 0x21) and the M, D and R bits land in the reserved
 // bits. Our queue pair decodes by RFC 5040 §4.8: LLP (2), Error Type 1,
 // code 0x02, with M, D and R clear.
-func TestInteropTerminateFromSiw(t *testing.T) {
+func TestRpingInteropTerminateFromSiw(t *testing.T) {
 	g := linuxguest.Shared(t)
 	ctx := ctxFor(t, time.Minute)
 	const port = 7174
@@ -717,11 +717,11 @@ func TestInteropTerminateFromSiw(t *testing.T) {
 	}
 }
 
-// TestInteropTerminateToSiw makes us send siw a Terminate, with a client
+// TestRpingInteropTerminateToSiw makes us send siw a Terminate, with a client
 // that lies to stock "rping -s" about its buffers: siw then reads or
 // writes an STag we never registered. Our Terminate follows RFC 5040
 // §4.8; siw logs what it reads with its swapped bitfields.
-func TestInteropTerminateToSiw(t *testing.T) {
+func TestRpingInteropTerminateToSiw(t *testing.T) {
 	g := linuxguest.Shared(t)
 	const port = 7174
 	addr, err := g.Forward(port)
@@ -809,12 +809,12 @@ func TestInteropTerminateToSiw(t *testing.T) {
 	}
 }
 
-// TestInteropTerminateToSiwClient: our server forgets to post its receive
+// TestRpingInteropTerminateToSiwClient: our server forgets to post its receive
 // again after the client's first Send, so stock "rping -c"'s second Send
 // (its sink) finds no buffer: we send DDP, Untagged Buffer Error, no
 // buffer available (RFC 5041 §7.2, 0x1/0x2/0x02), the triple siw sent us
-// in TestInteropTerminateFromSiw; siw reads it swapped.
-func TestInteropTerminateToSiwClient(t *testing.T) {
+// in TestRpingInteropTerminateFromSiw; siw reads it swapped.
+func TestRpingInteropTerminateToSiwClient(t *testing.T) {
 	g := linuxguest.Shared(t)
 	ctx := ctxFor(t, time.Minute)
 	guestTerminates(t, ctx, g)
@@ -888,11 +888,11 @@ func TestInteropTerminateToSiwClient(t *testing.T) {
 	tsharkCheck(t, file, d.fpdus, true)
 }
 
-// TestInteropManyConnections: 20 connections in a row each way, two
+// TestRpingInteropManyConnections: 20 connections in a row each way, two
 // pings each, none may stall: stock "rping -c" in a shell loop against
 // our server, and our client against a stock "rping -s -P" (siw as
 // responder, with the accept race that siwDelay avoids).
-func TestInteropManyConnections(t *testing.T) {
+func TestRpingInteropManyConnections(t *testing.T) {
 	const conns = 20
 	g := linuxguest.Shared(t)
 	t.Run("guest to host", func(t *testing.T) {
@@ -1001,11 +1001,11 @@ var iwarpBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// TestInteropCommand runs the iwarp command as a user would, with its
+// TestRpingInteropCommand runs the iwarp command as a user would, with its
 // defaults: "iwarp rping -s" pinged by stock "rping -c", and "iwarp
 // rping -c" pinging stock "rping -s"; each records a capture that iwarp
 // dump and tshark read.
-func TestInteropCommand(t *testing.T) {
+func TestRpingInteropCommand(t *testing.T) {
 	g := linuxguest.Shared(t)
 	bin, err := iwarpBinary()
 	if err != nil {

@@ -23,9 +23,9 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// TestFill checks rping's fill pattern (rping_test_client): the header,
+// TestRpingFill checks rping's fill pattern (rping_test_client): the header,
 // the letters from 65 + ping%58 cycling through 65..122, a NUL at the end.
-func TestFill(t *testing.T) {
+func TestRpingFill(t *testing.T) {
 	for _, c := range []struct {
 		ping, size int
 		want       string
@@ -51,7 +51,7 @@ func TestFill(t *testing.T) {
 	}
 }
 
-func TestInfo(t *testing.T) {
+func TestRpingInfo(t *testing.T) {
 	i := Info{Buf: 0x0102030405060708, RKey: 0x11223344, Size: 64}
 	b := i.Append(nil)
 	want := []byte{1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 64}
@@ -67,7 +67,7 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-func TestCheckSize(t *testing.T) {
+func TestRpingCheckSize(t *testing.T) {
 	for _, c := range []struct {
 		size int
 		ok   bool
@@ -229,9 +229,9 @@ func wantPings(t *testing.T, r result, n, size int) {
 	}
 }
 
-// TestClientServer pings between the Go client and server over MPA in
+// TestRpingClientServer pings between the Go client and server over MPA in
 // each mode the command offers, and over SCTP.
-func TestClientServer(t *testing.T) {
+func TestRpingClientServer(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		connect    connector
@@ -255,10 +255,10 @@ func TestClientServer(t *testing.T) {
 	}
 }
 
-// TestServerBufferTooSmall: a client that advertises more than the
+// TestRpingServerBufferTooSmall: a client that advertises more than the
 // server's -S fails the server (rping's RDMA Read would fail) and the
 // client sees the connection end.
-func TestServerBufferTooSmall(t *testing.T) {
+func TestRpingServerBufferTooSmall(t *testing.T) {
 	r := runPair(t, mpaConnect(&mpa.Config{ClientServer: true}, nil), Config{Size: 100, Count: 1}, Config{Size: 64})
 	if r.serverErr == nil || !strings.Contains(r.serverErr.Error(), "100 octets, larger than this server's 64") {
 		t.Errorf("server: %v", r.serverErr)
@@ -268,8 +268,8 @@ func TestServerBufferTooSmall(t *testing.T) {
 	}
 }
 
-// TestClientUntilCancelled: Count 0 pings until the context ends.
-func TestClientUntilCancelled(t *testing.T) {
+// TestRpingClientUntilCancelled: Count 0 pings until the context ends.
+func TestRpingClientUntilCancelled(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	cep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
 	sep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
@@ -304,10 +304,10 @@ func TestClientUntilCancelled(t *testing.T) {
 	}
 }
 
-// TestClientDetectsMismatch: a server that echoes altered data makes a
+// TestRpingClientDetectsMismatch: a server that echoes altered data makes a
 // validating client fail with ErrMismatch, and a validating server
 // detects a client whose data is not rping's pattern.
-func TestClientDetectsMismatch(t *testing.T) {
+func TestRpingClientDetectsMismatch(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	cep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
 	sep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
@@ -369,10 +369,10 @@ func TestClientDetectsMismatch(t *testing.T) {
 	cep2.QP.Close(ctx)
 }
 
-// TestServerSeesTerminate: a peer that sends a Send longer than rping's
+// TestRpingServerSeesTerminate: a peer that sends a Send longer than rping's
 // 16-octet receive buffer is terminated (DDP "message too long"), and the
 // server's Run reports it as an error, not as a disconnect.
-func TestServerSeesTerminate(t *testing.T) {
+func TestRpingServerSeesTerminate(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	cep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
 	sep, _ := NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), 1, 1)
