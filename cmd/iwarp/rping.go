@@ -509,7 +509,7 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := rpingServeConn(ctx, dev, p, n, o, out); err != nil {
+			if err := rpingServeConn(ctx, dev, p, n, o, out); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(stderr, "iwarp rping: connection %d from %s: %v\n", n, p.peer, err)
 			}
 		}()
