@@ -2,7 +2,6 @@ package mpa
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -51,8 +50,8 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()
 	if cfg.TLS != nil {
-		tc := tls.Client(nc, cfg.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		tc, err := startTLS(ctx, nc, cfg.TLS, false)
+		if err != nil {
 			return nil, fmt.Errorf("mpa: TLS handshake: %w", err)
 		}
 		nc = tc

@@ -2,7 +2,6 @@ package mpa
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -204,8 +203,8 @@ func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
 	done := deadline(ctx, nc, l.cfg.handshakeTimeout())
 	defer done()
 	if l.cfg.TLS != nil {
-		tc := tls.Server(nc, l.cfg.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		tc, err := startTLS(ctx, nc, l.cfg.TLS, true)
+		if err != nil {
 			return nil, err
 		}
 		nc = tc

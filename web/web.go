@@ -151,17 +151,6 @@ func BuildWasm(ctx context.Context, dir string) (wasmGz, wasmExec []byte, err er
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "iwarp.wasm")
 	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", out}
-	mpaDir, err := goCmd(ctx, dir, "list", "-f", "{{.Dir}}", Module+"/mpa")
-	if err != nil {
-		return nil, nil, err
-	}
-	ov, err := tlsOverlay(strings.TrimSpace(string(mpaDir)), tmp)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ov != "" {
-		args = append(args, "-overlay", ov)
-	}
 	if _, err := goCmd(ctx, dir, append(args, WasmPackage)...); err != nil {
 		return nil, nil, fmt.Errorf("building the browser peer: %w", err)
 	}
@@ -198,8 +187,7 @@ func BuildWasm(ctx context.Context, dir string) (wasmGz, wasmExec []byte, err er
 // SourceStamp returns a digest of what the browser peer is built from,
 // other than the Go toolchain: every Go file of this module that the
 // js/wasm build of the wasm package compiles (its path and contents),
-// the build overlay's code (web/overlay.go), and the version of every
-// other module it uses. go generate records it in iwarp.wasm.stamp.
+// and the version of every other module it uses. go generate records it in iwarp.wasm.stamp.
 func SourceStamp(ctx context.Context, dir string) (string, error) {
 	out, err := goCmd(ctx, dir, "list", "-deps", "-json=ImportPath,Dir,GoFiles,EmbedFiles,Module,Standard", WasmPackage)
 	if err != nil {
@@ -225,10 +213,6 @@ func SourceStamp(ctx context.Context, dir string) (string, error) {
 			lines = append(lines, "module "+p.Module.Path+"@"+p.Module.Version)
 		default:
 			files := append(append([]string{}, p.GoFiles...), p.EmbedFiles...)
-			if p.ImportPath == Module+"/mpa" {
-				// The overlay's rewriting is part of what is built.
-				files = append(files, "../web/overlay.go")
-			}
 			for _, f := range files {
 				b, err := os.ReadFile(filepath.Join(p.Dir, f))
 				if err != nil {

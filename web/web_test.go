@@ -94,25 +94,3 @@ func TestWasmUpToDate(t *testing.T) {
 		t.Errorf("the browser peer is not embedded")
 	}
 }
-
-// The build overlay takes TLS out of the browser peer's mpa, and only
-// that: the rewritten files still compile (TestBuildWasm builds them).
-func TestTLSOverlay(t *testing.T) {
-	for _, f := range []string{"../mpa/dial.go", "../mpa/listen.go"} {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Contains(src, []byte("tls.Client(")) && !bytes.Contains(src, []byte("tls.Server(")) {
-			t.Logf("%s starts no TLS any more: the overlay is not needed for it", f)
-			continue
-		}
-		out, ok, err := stripTLS(f, src)
-		if err != nil || !ok {
-			t.Fatalf("%s: %v %v", f, ok, err)
-		}
-		if bytes.Contains(out, []byte("tls.Client(")) || bytes.Contains(out, []byte("tls.Server(")) || !bytes.Contains(out, []byte("errTLSNotInBrowser")) {
-			t.Errorf("%s rewritten:\n%s", f, out)
-		}
-	}
-}
