@@ -63,7 +63,8 @@ Examples:
 	iwarp serve --listen tcp://127.0.0.1:4791 --observe 127.0.0.1:8080
 
 --observe ADDR joins a running "iwarp demo" at ADDR as one more tab: a page
-there that observes that tab (under "Or pair with tab", "Observe tab")
+there that observes it (type the code serve prints under "Code from another
+tab" and press "Observe tab")
 draws this serve's regions (the first 256 octets of each) and every
 segment placed in them, live, as it draws a browser peer's.
 
@@ -225,7 +226,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		}
 		o.demo = link
 		log.emit(map[string]any{"event": "observed", "demo": o.observe, "tab": tab},
-			fmt.Sprintf("the demo at %s shows this serve as tab %d: choose it under \"Or pair with tab\" and press \"Observe tab\"", o.observe, tab))
+			fmt.Sprintf("the demo at %s can watch this serve: type the code %d under \"Code from another tab\" and press \"Observe tab\"", o.observe, tab))
 	}
 
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
