@@ -329,7 +329,7 @@ func TestDumpUpperPDU(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	w, _ := pcapfile.NewWriter(&out, linkUpperPDU)
+	w, _ := pcapfile.NewWriter(&out, pcapfile.LinkUpperPDU)
 	for {
 		p, err := r.Next()
 		if err != nil {

@@ -40,39 +40,70 @@ func (s Segment) String() string {
 // fragment, an unknown link type and so on.
 var ErrNotTCP = errors.New("pcapfile: not a TCP segment")
 
+// ErrNotIP is returned by DecodeIP for a packet that is well formed as far
+// as it was decoded but is no whole IP packet: ARP, an IP fragment, an
+// IPv6 jumbogram, an unknown link type and so on.
+var ErrNotIP = errors.New("pcapfile: not an unfragmented IP packet")
+
 // EtherTypes.
 const (
-	etherIPv4  = 0x0800
-	etherIPv6  = 0x86dd
-	etherVLAN  = 0x8100
-	etherQinQ  = 0x88a8
-	ipProtoTCP = 6
+	etherIPv4 = 0x0800
+	etherIPv6 = 0x86dd
+	etherVLAN = 0x8100
+	etherQinQ = 0x88a8
 )
+
+// IP protocol numbers.
+const (
+	ProtoTCP  uint8 = 6
+	ProtoUDP  uint8 = 17
+	ProtoSCTP uint8 = 132
+)
+
+// IPPacket is a decoded IPv4 or IPv6 packet.
+type IPPacket struct {
+	Src, Dst netip.Addr
+	// Proto is the protocol of the payload: for IPv6, the Next Header
+	// after the hop-by-hop, routing and destination options headers.
+	Proto uint8
+	// Payload aliases the packet's data; it is cut to the datagram's
+	// length (Ethernet pads short frames).
+	Payload []byte
+}
+
+// DecodeIP decodes the link and IP headers of a packet. Packets that are
+// no whole IP packet give ErrNotIP; malformed ones an error wrapping
+// ErrFormat. IP fragments are not reassembled (ErrNotIP).
+func DecodeIP(lt LinkType, data []byte) (IPPacket, error) {
+	var p IPPacket
+	b, etype, err := linkPayload(lt, data)
+	if err != nil {
+		return p, err
+	}
+	switch etype {
+	case etherIPv4:
+		err = ipv4(b, &p)
+	case etherIPv6:
+		err = ipv6(b, &p)
+	default:
+		err = ErrNotIP
+	}
+	return p, err
+}
 
 // DecodeTCP decodes the link, IP and TCP headers of a packet. Packets that
 // are not TCP give ErrNotTCP; malformed ones an error wrapping ErrFormat.
 // IP fragments are not reassembled (ErrNotTCP).
 func DecodeTCP(lt LinkType, data []byte) (Segment, error) {
 	var s Segment
-	b, etype, err := linkPayload(lt, data)
-	if err != nil {
-		return s, err
-	}
-	var proto uint8
-	switch etype {
-	case etherIPv4:
-		b, proto, err = ipv4(b, &s)
-	case etherIPv6:
-		b, proto, err = ipv6(b, &s)
-	default:
+	ip, err := DecodeIP(lt, data)
+	if err == ErrNotIP || err == nil && ip.Proto != ProtoTCP {
 		return s, ErrNotTCP
 	}
 	if err != nil {
 		return s, err
 	}
-	if proto != ipProtoTCP {
-		return s, ErrNotTCP
-	}
+	b := ip.Payload
 	if len(b) < 20 {
 		return s, formatError("TCP header of %d octets", len(b))
 	}
@@ -80,8 +111,8 @@ func DecodeTCP(lt LinkType, data []byte) (Segment, error) {
 	if off < 20 || off > len(b) {
 		return s, formatError("TCP data offset %d", off)
 	}
-	s.Src = netip.AddrPortFrom(s.Src.Addr(), binary.BigEndian.Uint16(b[0:2]))
-	s.Dst = netip.AddrPortFrom(s.Dst.Addr(), binary.BigEndian.Uint16(b[2:4]))
+	s.Src = netip.AddrPortFrom(ip.Src, binary.BigEndian.Uint16(b[0:2]))
+	s.Dst = netip.AddrPortFrom(ip.Dst, binary.BigEndian.Uint16(b[2:4]))
 	s.Seq = binary.BigEndian.Uint32(b[4:8])
 	s.Ack = binary.BigEndian.Uint32(b[8:12])
 	s.Flags = b[13]
@@ -132,7 +163,7 @@ func linkPayload(lt LinkType, b []byte) ([]byte, uint16, error) {
 		case 10, 24, 28, 30: // AF_INET6 on Linux, BSDs, macOS
 			return b[4:], etherIPv6, nil
 		}
-		return nil, 0, ErrNotTCP
+		return nil, 0, ErrNotIP
 	case LinkRaw:
 		if len(b) < 1 {
 			return nil, 0, formatError("empty raw packet")
@@ -149,65 +180,63 @@ func linkPayload(lt LinkType, b []byte) ([]byte, uint16, error) {
 	case LinkIPv6:
 		return b, etherIPv6, nil
 	}
-	return nil, 0, ErrNotTCP
+	return nil, 0, ErrNotIP
 }
 
-// ipv4 decodes an IPv4 header into s's addresses and returns its payload,
-// cut to the datagram's Total Length (Ethernet pads short frames).
-func ipv4(b []byte, s *Segment) ([]byte, uint8, error) {
+// ipv4 decodes an IPv4 header into p, with its payload cut to the
+// datagram's Total Length.
+func ipv4(b []byte, p *IPPacket) error {
 	if len(b) < 20 || b[0]>>4 != 4 {
-		return nil, 0, formatError("IPv4 header")
+		return formatError("IPv4 header")
 	}
 	ihl := int(b[0]&0x0f) * 4
 	total := int(binary.BigEndian.Uint16(b[2:4]))
 	if ihl < 20 || total < ihl || total > len(b) {
-		return nil, 0, formatError("IPv4 header length %d, total length %d, %d octets captured", ihl, total, len(b))
+		return formatError("IPv4 header length %d, total length %d, %d octets captured", ihl, total, len(b))
 	}
 	if frag := binary.BigEndian.Uint16(b[6:8]); frag&0x3fff != 0 {
-		return nil, 0, ErrNotTCP // a fragment: more fragments or an offset
+		return ErrNotIP // a fragment: more fragments or an offset
 	}
-	src, _ := netip.AddrFromSlice(b[12:16])
-	dst, _ := netip.AddrFromSlice(b[16:20])
-	s.Src = netip.AddrPortFrom(src, 0)
-	s.Dst = netip.AddrPortFrom(dst, 0)
-	return b[ihl:total], b[9], nil
+	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
+	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+	p.Proto, p.Payload = b[9], b[ihl:total]
+	return nil
 }
 
 // ipv6 decodes an IPv6 header and the extension headers before the upper
-// layer.
-func ipv6(b []byte, s *Segment) ([]byte, uint8, error) {
+// layer into p.
+func ipv6(b []byte, p *IPPacket) error {
 	if len(b) < 40 || b[0]>>4 != 6 {
-		return nil, 0, formatError("IPv6 header")
+		return formatError("IPv6 header")
 	}
 	plen := int(binary.BigEndian.Uint16(b[4:6]))
 	if 40+plen > len(b) {
-		return nil, 0, formatError("IPv6 payload length %d, %d octets captured", plen, len(b)-40)
+		return formatError("IPv6 payload length %d, %d octets captured", plen, len(b)-40)
 	}
 	if plen == 0 {
-		return nil, 0, ErrNotTCP // jumbogram or nothing
+		return ErrNotIP // jumbogram or nothing
 	}
-	src, _ := netip.AddrFromSlice(b[8:24])
-	dst, _ := netip.AddrFromSlice(b[24:40])
-	s.Src = netip.AddrPortFrom(src, 0)
-	s.Dst = netip.AddrPortFrom(dst, 0)
+	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
+	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
 	next := b[6]
 	b = b[40 : 40+plen]
 	for {
 		switch next {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
 			if len(b) < 8 {
-				return nil, 0, formatError("IPv6 extension header truncated")
+				return formatError("IPv6 extension header truncated")
 			}
 			l := 8 + int(b[1])*8
 			if l > len(b) {
-				return nil, 0, formatError("IPv6 extension header of %d octets", l)
+				return formatError("IPv6 extension header of %d octets", l)
 			}
 			next = b[0]
 			b = b[l:]
 		case 44: // fragment
-			return nil, 0, ErrNotTCP
+			return ErrNotIP
 		default:
-			return b, next, nil
+			p.Proto, p.Payload = next, b
+			return nil
 		}
 	}
 }

@@ -21,6 +21,7 @@ const (
 	LinkSLL      LinkType = 113 // Linux cooked capture v1
 	LinkIPv4     LinkType = 228
 	LinkIPv6     LinkType = 229
+	LinkUpperPDU LinkType = 252 // Wireshark's "Export PDUs to File": tags, then a PDU
 	LinkSLL2     LinkType = 276 // Linux cooked capture v2
 )
 
@@ -40,6 +41,8 @@ func (l LinkType) String() string {
 		return "IPV4"
 	case LinkIPv6:
 		return "IPV6"
+	case LinkUpperPDU:
+		return "WIRESHARK_UPPER_PDU"
 	case LinkSLL2:
 		return "LINUX_SLL2"
 	}

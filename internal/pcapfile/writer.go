@@ -8,11 +8,14 @@ import (
 	"time"
 )
 
-// Writer writes a pcap file (nanosecond timestamps, little-endian).
+// Writer writes a pcap file (nanosecond timestamps, little-endian). Each
+// packet's record, header and data, goes to the underlying writer in one
+// Write call, so a writer that keeps what it writes in whole calls (File)
+// keeps the file whole up to its last packet.
 type Writer struct {
 	w   io.Writer
 	lt  LinkType
-	hdr [16]byte
+	buf []byte
 }
 
 // NewWriter writes the pcap file header for link type lt to w.
@@ -29,21 +32,50 @@ func NewWriter(w io.Writer, lt LinkType) (*Writer, error) {
 	return &Writer{w: w, lt: lt}, nil
 }
 
+// LinkType returns the link type of the file's packets.
+func (w *Writer) LinkType() LinkType { return w.lt }
+
 // WritePacket writes one packet captured at t.
 func (w *Writer) WritePacket(t time.Time, data []byte) error {
 	if len(data) > MaxPacket {
 		return errors.New("pcapfile: packet longer than the snapshot length")
 	}
 	ns := t.UnixNano()
-	binary.LittleEndian.PutUint32(w.hdr[0:4], uint32(ns/1e9))
-	binary.LittleEndian.PutUint32(w.hdr[4:8], uint32(ns%1e9))
-	binary.LittleEndian.PutUint32(w.hdr[8:12], uint32(len(data)))
-	binary.LittleEndian.PutUint32(w.hdr[12:16], uint32(len(data)))
-	if _, err := w.w.Write(w.hdr[:]); err != nil {
-		return err
-	}
-	_, err := w.w.Write(data)
+	b := w.buf[:0]
+	b = binary.LittleEndian.AppendUint32(b, uint32(ns/1e9))
+	b = binary.LittleEndian.AppendUint32(b, uint32(ns%1e9))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	b = append(b, data...)
+	w.buf = b
+	_, err := w.w.Write(b)
 	return err
+}
+
+// AppendIP appends to b an IPv4 or IPv6 packet (as src is) from src to
+// dst of protocol proto around payload: no options or extension headers,
+// TTL or hop limit 64, IPv4's Don't Fragment set, identification id and
+// the header checksum.
+func AppendIP(b []byte, src, dst netip.Addr, proto uint8, id uint16, payload []byte) []byte {
+	if src.Is4() {
+		ip := len(b)
+		b = append(b, 0x45, 0)
+		b = binary.BigEndian.AppendUint16(b, uint16(20+len(payload)))
+		b = binary.BigEndian.AppendUint16(b, id)
+		b = append(b, 0x40, 0, 64, proto, 0, 0) // DF, TTL 64
+		s, d := src.As4(), dst.As4()
+		b = append(b, s[:]...)
+		b = append(b, d[:]...)
+		binary.BigEndian.PutUint16(b[ip+10:], ^uint16(checksum(0, b[ip:ip+20])))
+		return append(b, payload...)
+	}
+	b = append(b, 0x60, 0, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(payload)))
+	b = append(b, proto, 64)
+	s, d := src.As16(), dst.As16()
+	b = append(b, s[:]...)
+	b = append(b, d[:]...)
+	return append(b, payload...)
 }
 
 // DefaultMSS is the segment size ConnWriter uses unless told otherwise.
@@ -63,7 +95,8 @@ type ConnWriter struct {
 	MSS    int
 	ipID   uint16
 	opened bool
-	buf    []byte
+	buf    []byte // the last packet
+	seg    []byte // the last TCP segment
 }
 
 // NewConnWriter returns a ConnWriter for a connection from client to
@@ -147,49 +180,23 @@ func (c *ConnWriter) packet(t time.Time, s int, flags uint8, payload []byte) err
 	if flags&FlagSYN != 0 {
 		opts = []byte{2, 4, byte(c.MSS >> 8), byte(c.MSS)} // MSS option
 	}
-	tcpLen := 20 + len(opts) + len(payload)
-	b := c.buf[:0]
-	b = append(b, c.macs[1-s][:]...)
-	b = append(b, c.macs[s][:]...)
-	v4 := src.Addr().Is4()
-	if v4 {
-		b = binary.BigEndian.AppendUint16(b, etherIPv4)
-		ip := len(b)
-		c.ipID++
-		b = append(b, 0x45, 0)
-		b = binary.BigEndian.AppendUint16(b, uint16(20+tcpLen))
-		b = binary.BigEndian.AppendUint16(b, c.ipID)
-		b = append(b, 0x40, 0, 64, ipProtoTCP, 0, 0) // DF, TTL 64
-		a4, d4 := src.Addr().As4(), dst.Addr().As4()
-		b = append(b, a4[:]...)
-		b = append(b, d4[:]...)
-		binary.BigEndian.PutUint16(b[ip+10:], ^uint16(checksum(0, b[ip:ip+20])))
-	} else {
-		b = binary.BigEndian.AppendUint16(b, etherIPv6)
-		b = append(b, 0x60, 0, 0, 0)
-		b = binary.BigEndian.AppendUint16(b, uint16(tcpLen))
-		b = append(b, ipProtoTCP, 64)
-		a16, d16 := src.Addr().As16(), dst.Addr().As16()
-		b = append(b, a16[:]...)
-		b = append(b, d16[:]...)
-	}
-	th := len(b)
-	b = binary.BigEndian.AppendUint16(b, src.Port())
-	b = binary.BigEndian.AppendUint16(b, dst.Port())
-	b = binary.BigEndian.AppendUint32(b, c.seq[s])
+	tcp := c.seg[:0]
+	tcp = binary.BigEndian.AppendUint16(tcp, src.Port())
+	tcp = binary.BigEndian.AppendUint16(tcp, dst.Port())
+	tcp = binary.BigEndian.AppendUint32(tcp, c.seq[s])
 	var ack uint32
 	if flags&FlagACK != 0 {
 		ack = c.seq[1-s]
 	}
-	b = binary.BigEndian.AppendUint32(b, ack)
-	b = append(b, byte((20+len(opts))/4)<<4, flags)
-	b = binary.BigEndian.AppendUint16(b, 65535) // window
-	b = append(b, 0, 0, 0, 0)                   // checksum, urgent pointer
-	b = append(b, opts...)
-	b = append(b, payload...)
+	tcp = binary.BigEndian.AppendUint32(tcp, ack)
+	tcp = append(tcp, byte((20+len(opts))/4)<<4, flags)
+	tcp = binary.BigEndian.AppendUint16(tcp, 65535) // window
+	tcp = append(tcp, 0, 0, 0, 0)                   // checksum, urgent pointer
+	tcp = append(tcp, opts...)
+	tcp = append(tcp, payload...)
 	// The pseudo-header: addresses, protocol and TCP length.
 	var sum uint32
-	if v4 {
+	if src.Addr().Is4() {
 		a4, d4 := src.Addr().As4(), dst.Addr().As4()
 		sum = checksum(sum, a4[:])
 		sum = checksum(sum, d4[:])
@@ -198,8 +205,20 @@ func (c *ConnWriter) packet(t time.Time, s int, flags uint8, payload []byte) err
 		sum = checksum(sum, a16[:])
 		sum = checksum(sum, d16[:])
 	}
-	sum += ipProtoTCP + uint32(tcpLen)
-	binary.BigEndian.PutUint16(b[th+16:], ^uint16(checksum(sum, b[th:])))
+	sum += uint32(ProtoTCP) + uint32(len(tcp))
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(sum, tcp)))
+	c.seg = tcp
+
+	b := c.buf[:0]
+	b = append(b, c.macs[1-s][:]...)
+	b = append(b, c.macs[s][:]...)
+	if src.Addr().Is4() {
+		b = binary.BigEndian.AppendUint16(b, etherIPv4)
+		c.ipID++
+	} else {
+		b = binary.BigEndian.AppendUint16(b, etherIPv6)
+	}
+	b = AppendIP(b, src.Addr(), dst.Addr(), ProtoTCP, c.ipID, tcp)
 	c.buf = b
 	return c.w.WritePacket(t, b)
 }
