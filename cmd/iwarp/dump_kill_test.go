@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+// A --pcap capture is written as packets come: while serve runs, iwarp
+// dump reads the session so far from it, and after serve is killed
+// (SIGKILL, so that nothing is flushed or closed on the way out) the file
+// is whole up to its last packet: iwarp dump and tshark read it without
+// an error.
+func TestPcapKilled(t *testing.T) {
+	for _, scheme := range []string{"tcp", "sctp"} {
+		t.Run(scheme, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "serve.pcap")
+			s := startServe(t, "--listen", scheme+"://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
+			cl := dialServer(t, s.url, linkFlags{})
+			s.next("connected")
+			data := bytes.Repeat([]byte{0x5a}, 5000)
+			src := cl.reg(data)
+			cl.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 5000}}, RemoteSTag: cl.stag, RemoteTO: cl.to})
+			sink := cl.reg(make([]byte, 3000))
+			cl.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 3000}, RemoteSTag: cl.stag, RemoteTO: cl.to})
+			cl.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 100}}})
+			for range 3 {
+				cl.wait(cl.scq)
+			}
+			s.next("recv")
+
+			// The session so far, while serve runs and the connection
+			// is open.
+			complete := func(recs []map[string]any) bool {
+				ops := map[string]int{}
+				for _, r := range recs {
+					if op, ok := r["op"].(string); ok {
+						ops[op]++
+					}
+				}
+				return ops["Send"] == 2 && ops["RDMA Write"] >= 1 && ops["RDMA Read Request"] == 1 && ops["RDMA Read Response"] >= 1
+			}
+			var recs []map[string]any
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				recs = dumpJSONTry(t, file)
+				if complete(recs) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the capture of a running serve does not hold the session: %v", recs)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			s.cmd.Process.Kill()
+			<-s.done
+			s.cmd.Wait()
+
+			// Whole records up to the end of the file.
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r, err := pcapfile.NewReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for ; ; n++ {
+				if _, err = r.Next(); err != nil {
+					break
+				}
+			}
+			if err != io.EOF {
+				t.Fatalf("the killed serve's capture, after %d packets: %v", n, err)
+			}
+			recs = dumpJSON(t, file)
+			for _, r := range recs {
+				if r["kind"] == "error" {
+					t.Errorf("dump: %v", r["note"])
+				}
+			}
+			if !complete(recs) {
+				t.Errorf("the killed serve's capture: %v", recs)
+			}
+
+			tshark := tsharkPath(t)
+			args := append([]string{"-r", file, "-V"}, tsharkArgs...)
+			out, err := exec.Command(tshark, args...).CombinedOutput()
+			if err != nil || strings.Contains(string(out), "cut short") || strings.Contains(string(out), "Malformed") {
+				t.Fatalf("tshark -r on the killed serve's capture: %v\n%.3000s", err, out)
+			}
+			want := "Read Request"
+			if scheme == "sctp" {
+				want = "Payload protocol identifier: DDP Segment Chunk (16)"
+			}
+			if !strings.Contains(string(out), want) {
+				t.Errorf("tshark does not show %q:\n%.3000s", want, out)
+			}
+		})
+	}
+}
+
+// dumpJSONTry runs iwarp dump --json and returns its records, none if it
+// fails.
+func dumpJSONTry(t *testing.T, file string) []map[string]any {
+	stdout, _, code := runIwarp(t, "dump", "--json", file)
+	if code != 0 {
+		return nil
+	}
+	var out []map[string]any
+	for line := range strings.Lines(stdout) {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}

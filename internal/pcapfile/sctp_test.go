@@ -1,0 +1,152 @@
+package pcapfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+// sctpPacket is an SCTP packet from port 5000 to 5001 with a DATA chunk
+// (stream 1, PPID 16, "hello", begin and end, padded) and a SACK-like
+// chunk of type 3 without value padding.
+func sctpPacket() []byte {
+	b := []byte{0x13, 0x88, 0x13, 0x89, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0}
+	b = append(b, SCTPData, 0x03, 0, 21) // DATA, B and E, length 16+5
+	b = binary.BigEndian.AppendUint32(b, 7)
+	b = append(b, 0, 1, 0, 2) // stream 1, SSN 2
+	b = binary.BigEndian.AppendUint32(b, 16)
+	b = append(b, "hello"...)
+	b = append(b, 0, 0, 0) // padding
+	b = append(b, 3, 0, 0, 6, 0xaa, 0xbb)
+	return b
+}
+
+func TestDecodeSCTP(t *testing.T) {
+	sctp := sctpPacket()
+	v4 := AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctp)
+	v6 := AppendIP(nil, netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), ProtoSCTP, 0, sctp)
+	// IPv6 with a hop-by-hop options header before SCTP.
+	v6ext := bytes.Clone(v6[:40])
+	binary.BigEndian.PutUint16(v6ext[4:], uint16(8+len(sctp)))
+	v6ext[6] = 0
+	v6ext = append(v6ext, ProtoSCTP, 0, 1, 4, 0, 0, 0, 0)
+	v6ext = append(v6ext, sctp...)
+	eth := append([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}, v4...)
+	tag := func(b []byte, typ uint16, v []byte) []byte {
+		b = binary.BigEndian.AppendUint16(b, typ)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+		return append(b, v...)
+	}
+	var upper []byte
+	upper = tag(upper, 12, []byte("sctp\x00\x00\x00\x00"))
+	upper = tag(upper, 22, netip.MustParseAddr("2001:db8::1").AsSlice())
+	upper = tag(upper, 23, netip.MustParseAddr("2001:db8::2").AsSlice())
+	upper = tag(upper, 0, nil)
+	upper = append(upper, sctp...)
+	bare := append(tag(nil, 0, nil), sctp...) // no tags: 0.0.0.0
+
+	for _, tc := range []struct {
+		name     string
+		lt       LinkType
+		b        []byte
+		src, dst string
+	}{
+		{"IPv4", LinkRaw, v4, "192.0.2.1:5000", "192.0.2.2:5001"},
+		{"Ethernet", LinkEthernet, eth, "192.0.2.1:5000", "192.0.2.2:5001"},
+		{"IPv6", LinkIPv6, v6, "[2001:db8::1]:5000", "[2001:db8::2]:5001"},
+		{"IPv6 hop-by-hop", LinkRaw, v6ext, "[2001:db8::1]:5000", "[2001:db8::2]:5001"},
+		{"upper PDU", LinkUpperPDU, upper, "[2001:db8::1]:5000", "[2001:db8::2]:5001"},
+		{"upper PDU without tags", LinkUpperPDU, bare, "0.0.0.0:5000", "0.0.0.0:5001"},
+	} {
+		p, err := DecodeSCTP(tc.lt, tc.b)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if p.Src.String() != tc.src || p.Dst.String() != tc.dst || p.VerificationTag != 0xdeadbeef || len(p.Chunks) != 2 {
+			t.Errorf("%s: %+v", tc.name, p)
+			continue
+		}
+		d, ok := p.Chunks[0].Data()
+		if !ok || d.TSN != 7 || d.Stream != 1 || d.SSN != 2 || d.PPID != 16 || !d.Begin || !d.End || d.Unordered || string(d.Data) != "hello" {
+			t.Errorf("%s: DATA chunk %+v", tc.name, d)
+		}
+		if c := p.Chunks[1]; c.Type != 3 || !bytes.Equal(c.Value, []byte{0xaa, 0xbb}) {
+			t.Errorf("%s: second chunk %+v", tc.name, c)
+		}
+		if _, ok := p.Chunks[1].Data(); ok {
+			t.Errorf("%s: a chunk of type 3 reads as DATA", tc.name)
+		}
+	}
+
+	// Not SCTP.
+	tcp := bytes.Clone(v4)
+	tcp[9] = ProtoTCP
+	frag := bytes.Clone(v4)
+	frag[6] = 0x20 // MF
+	var other []byte
+	other = tag(other, 12, []byte("udp"))
+	other = tag(other, 0, nil)
+	for name, c := range map[string]struct {
+		lt LinkType
+		b  []byte
+	}{"TCP": {LinkRaw, tcp}, "fragment": {LinkRaw, frag}, "udp PDU": {LinkUpperPDU, other}, "unknown link": {LinkType(147), v4}} {
+		if _, err := DecodeSCTP(c.lt, c.b); err != ErrNotSCTP {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Malformed: a short common header; a chunk longer than the packet
+	// (the chunk before it is kept).
+	short := AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctp[:11])
+	if _, err := DecodeSCTP(LinkRaw, short); !errors.Is(err, ErrFormat) {
+		t.Errorf("short header: %v", err)
+	}
+	long := bytes.Clone(sctp)
+	long[len(long)-3] = 9
+	p, err := DecodeSCTP(LinkRaw, AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, long))
+	if !errors.Is(err, ErrFormat) || len(p.Chunks) != 1 {
+		t.Errorf("chunk too long: %v, %d chunks", err, len(p.Chunks))
+	}
+	for i := range len(upper) - len(sctp) {
+		if _, err := DecodeSCTP(LinkUpperPDU, upper[:i]); !errors.Is(err, ErrFormat) {
+			t.Errorf("upper PDU cut at %d: %v", i, err)
+		}
+	}
+}
+
+func TestDecodeIP(t *testing.T) {
+	src, dst := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	b := AppendIP(nil, src, dst, ProtoUDP, 9, []byte("datagram"))
+	b = append(b, 0, 0, 0) // link-layer padding
+	p, err := DecodeIP(LinkRaw, b)
+	if err != nil || p.Src != src || p.Dst != dst || p.Proto != ProtoUDP || string(p.Payload) != "datagram" {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if checksum(0, b[:20]) != 0xffff {
+		t.Error("IPv4 header checksum")
+	}
+	arp := append([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x06}, b...)
+	if _, err := DecodeIP(LinkEthernet, arp); err != ErrNotIP {
+		t.Errorf("ARP: %v", err)
+	}
+}
+
+func FuzzDecodeSCTP(f *testing.F) {
+	f.Add(uint16(LinkRaw), AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctpPacket()))
+	f.Add(uint16(LinkUpperPDU), append([]byte{0, 0, 0, 0}, sctpPacket()...))
+	f.Fuzz(func(t *testing.T, lt uint16, b []byte) {
+		p, _ := DecodeSCTP(LinkType(lt), b)
+		n := 0
+		for _, c := range p.Chunks {
+			n += 4 + len(c.Value)
+			if d, ok := c.Data(); ok && len(d.Data)+12 != len(c.Value) {
+				t.Fatal("DATA chunk's data does not fit its value")
+			}
+		}
+		if n > len(b) {
+			t.Fatal("chunks longer than the packet")
+		}
+	})
+}
