@@ -1,0 +1,179 @@
+//go:build !js
+
+package docs_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeCommands returns the commands of the README's section title: its
+// indented lines, without their comments.
+func readmeCommands(t *testing.T, title string) []string {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	in := false
+	for line := range strings.Lines(string(b)) {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			in = strings.TrimSpace(line) == title
+		case in && strings.HasPrefix(line, "    "):
+			cmd, _, _ := strings.Cut(line, " # ")
+			cmds = append(cmds, strings.TrimSpace(cmd))
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("README.md has no commands under %q", title)
+	}
+	return cmds
+}
+
+// TestREADMEMoreToTry runs every command of the README's "More to try"
+// as a fresh clone would: the files they name are in the repository
+// (tracked by git, inside it), and each runs from the repository's root
+// and succeeds. Servers (--listen) run until they say they listen, and
+// stop on SIGINT; the loopback ports are free ones instead of the README's.
+// With -short only the commands that need no server run.
+func TestREADMEMoreToTry(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gitErr := exec.Command("git", "-C", root, "rev-parse", "--is-inside-work-tree").Output()
+	bin := iwarpBinary(t)
+	tour := filepath.Join(filepath.Dir(bin), "tour")
+	if _, err := os.Stat(tour); err != nil {
+		if out, err := exec.Command("go", "build", "-o", tour, "../examples/tour").CombinedOutput(); err != nil {
+			t.Fatalf("go build ./examples/tour: %v\n%s", err, out)
+		}
+	}
+	ports := map[string]string{}
+	loopback := regexp.MustCompile(`127\.0\.0\.1:\d+`)
+	var servers []*exec.Cmd
+	defer func() {
+		for _, s := range servers {
+			stopServer(t, s)
+		}
+	}()
+	for _, line := range readmeCommands(t, "## More to try") {
+		bg := strings.HasSuffix(line, " &")
+		args := strings.Fields(strings.TrimSuffix(line, " &"))
+		for _, a := range args {
+			if strings.HasPrefix(a, "-") || strings.Contains(a, "://") || !strings.Contains(a, "/") {
+				continue
+			}
+			p := filepath.Clean(a)
+			if filepath.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+				t.Errorf("%s: %s is outside the repository", line, a)
+				continue
+			}
+			if gitErr == nil {
+				if out, err := exec.Command("git", "-C", root, "ls-files", "--error-unmatch", "--", p).CombinedOutput(); err != nil {
+					t.Errorf("%s: %s is not in the repository: %s", line, a, out)
+				}
+			} else if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("%s: %v", line, err)
+			}
+		}
+		switch {
+		case len(args) >= 3 && args[0] == "go" && args[1] == "run" && args[2] == "./cmd/iwarp":
+			args = append([]string{bin}, args[3:]...)
+		case len(args) >= 3 && args[0] == "go" && args[1] == "run" && args[2] == "./examples/tour":
+			args = append([]string{tour}, args[3:]...)
+		default:
+			t.Errorf("%s: not a command of this repository", line)
+			continue
+		}
+		addr := ""
+		for i, a := range args {
+			args[i] = loopback.ReplaceAllStringFunc(a, func(old string) string {
+				if ports[old] == "" {
+					ports[old] = freePort(t)
+				}
+				addr = ports[old]
+				return addr
+			})
+		}
+		server := bg || slices.Contains(args, "--listen")
+		if testing.Short() && (server || slices.Contains(args, "--connect")) {
+			t.Logf("-short: %s not run", line)
+			continue
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = root
+		if server {
+			if addr == "" {
+				t.Fatalf("%s: a server without a loopback address", line)
+			}
+			var out syncBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			servers = append(servers, cmd)
+			waitListening(t, line, addr, &out)
+			if !bg { // the README's reader stops it with ^C
+				servers = servers[:len(servers)-1]
+				stopServer(t, cmd)
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd = exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil || len(out) == 0 {
+			t.Errorf("%s: %v\n%s", line, err, out)
+		}
+	}
+}
+
+// freePort returns a loopback address with a port nothing listens on.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitListening waits until a server says it listens on addr.
+func waitListening(t *testing.T, line, addr string, out *syncBuffer) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "listening"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on %s:\n%s", line, addr, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stopServer stops a server with SIGINT and checks that it exits cleanly.
+func stopServer(t *testing.T, cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: %v", strings.Join(cmd.Args, " "), err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Errorf("%s: did not stop on SIGINT", strings.Join(cmd.Args, " "))
+	}
+}
