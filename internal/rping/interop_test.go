@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,10 +314,21 @@ func TestRpingInteropGuestClientCRCRequired(t *testing.T) {
 	}
 }
 
-// guestServer starts a stock "rping -s -v" in the guest on port and
-// returns it once it listens; the test's end kills it if it still runs.
-func guestServer(t *testing.T, ctx context.Context, g *linuxguest.Guest, port int, flags string) *linuxguest.Proc {
+// guestPorts hands out a guest port per rping server, so that no server
+// starts on a port that the one before may still hold.
+var guestPorts atomic.Int32
+
+// guestServer starts a stock "rping -s" with flags in the guest on a port
+// of its own, forwarded from the host, and returns it once it listens
+// with the host address that reaches it; the test's end kills it if it
+// still runs.
+func guestServer(t *testing.T, ctx context.Context, g *linuxguest.Guest, flags string) (*linuxguest.Proc, string) {
 	t.Helper()
+	port := 7200 + int(guestPorts.Add(1))
+	addr, err := g.Forward(port)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := g.Start(fmt.Sprintf("rping -s -a %s -p %d %s", linuxguest.GuestIP, port, flags))
 	if err != nil {
 		t.Fatal(err)
@@ -329,9 +341,9 @@ func guestServer(t *testing.T, ctx context.Context, g *linuxguest.Guest, port in
 		}
 	})
 	if err := g.WaitListening(ctx, port); err != nil {
-		t.Fatal(err)
+		t.Fatalf("rping -s does not listen: %v (%s)", err, srv.Output())
 	}
-	return srv
+	return srv, addr
 }
 
 // TestRpingInteropGuestServer: our client pings a stock "rping -s -v" in the
@@ -339,11 +351,6 @@ func guestServer(t *testing.T, ctx context.Context, g *linuxguest.Guest, port in
 func TestRpingInteropGuestServer(t *testing.T) {
 	g := linuxguest.Shared(t)
 	defer setSiw(t, ctxFor(t, time.Minute), g, "")
-	const port = 7174
-	addr, err := g.Forward(port)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rejected := func(t *testing.T, err error) {
 		var re *ddp.RejectedError
 		if !errors.As(err, &re) {
@@ -380,7 +387,7 @@ func TestRpingInteropGuestServer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxFor(t, time.Minute)
 			setSiw(t, ctx, g, c.siw)
-			srv := guestServer(t, ctx, g, port, "-v")
+			srv, addr := guestServer(t, ctx, g, "-v")
 			cap := &capture{}
 			cfg := c.cfg
 			cfg.FirstFPDUDelay, cfg.Trace = siwDelay, cap.trace(true)
@@ -523,12 +530,7 @@ func TestRpingInteropSiwAcceptRaceSweep(t *testing.T) {
 	p2p := os.Getenv("IWARP_RPING_SWEEP_P2P") != ""
 	g := linuxguest.Shared(t)
 	ctx := ctxFor(t, 2*time.Hour)
-	const port = 7180
-	addr, err := g.Forward(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	guestServer(t, ctx, g, port, "-P")
+	_, addr := guestServer(t, ctx, g, "-P")
 	if k, _ := strconv.Atoi(os.Getenv("IWARP_RPING_SWEEP_HOG")); k > 0 {
 		hog(t, k)
 	}
@@ -654,12 +656,7 @@ var updateTestdata = flag.Bool("update", false, "write the captures that cmd/iwa
 func TestRpingInteropTerminateFromSiw(t *testing.T) {
 	g := linuxguest.Shared(t)
 	ctx := ctxFor(t, time.Minute)
-	const port = 7174
-	addr, err := g.Forward(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := guestServer(t, ctx, g, port, "-v")
+	srv, addr := guestServer(t, ctx, g, "-v")
 	cap := &capture{}
 	c, ep, _, err := dialGuest(t, ctx, addr, &mpa.Config{ClientServer: true, FirstFPDUDelay: siwDelay, Trace: cap.trace(true)}, Config{})
 	if err != nil {
@@ -723,11 +720,6 @@ func TestRpingInteropTerminateFromSiw(t *testing.T) {
 // §4.8; siw logs what it reads with its swapped bitfields.
 func TestRpingInteropTerminateToSiw(t *testing.T) {
 	g := linuxguest.Shared(t)
-	const port = 7174
-	addr, err := g.Forward(port)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name  string
 		lie   func(t *testing.T, ctx context.Context, c *Client)
@@ -776,7 +768,7 @@ func TestRpingInteropTerminateToSiw(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxFor(t, time.Minute)
 			guestTerminates(t, ctx, g)
-			srv := guestServer(t, ctx, g, port, "-v")
+			srv, addr := guestServer(t, ctx, g, "-v")
 			cap := &capture{}
 			cl, ep, _, err := dialGuest(t, ctx, addr, &mpa.Config{ClientServer: true, FirstFPDUDelay: siwDelay, Trace: cap.trace(true)}, Config{})
 			if err != nil {
@@ -962,12 +954,7 @@ func TestRpingInteropManyConnections(t *testing.T) {
 	})
 	t.Run("host to guest", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
-		const port = 7175
-		addr, err := g.Forward(port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		guestServer(t, ctx, g, port, "-P")
+		_, addr := guestServer(t, ctx, g, "-P")
 		start := time.Now()
 		var slowest time.Duration
 		for i := range conns {
@@ -1075,12 +1062,7 @@ func TestRpingInteropCommand(t *testing.T) {
 	})
 	t.Run("iwarp rping -c to rping -s", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
-		const port = 7174
-		addr, err := g.Forward(port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := guestServer(t, ctx, g, port, "-v")
+		srv, addr := guestServer(t, ctx, g, "-v")
 		host, hport, _ := net.SplitHostPort(addr)
 		file := filepath.Join(t.TempDir(), "client.pcap")
 		out, err := exec.CommandContext(ctx, bin, "rping", "-c", "-a", host, "-p", hport, "-C", strconv.Itoa(pings), "-vV", "--pcap", file).CombinedOutput()
