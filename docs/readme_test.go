@@ -4,6 +4,7 @@ package docs_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -11,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -61,10 +61,10 @@ func TestREADMEMoreToTry(t *testing.T) {
 	}
 	ports := map[string]string{}
 	loopback := regexp.MustCompile(`127\.0\.0\.1:\d+`)
-	var servers []*exec.Cmd
+	var servers []*readmeServer
 	defer func() {
 		for _, s := range servers {
-			stopServer(t, s)
+			s.stop(t)
 		}
 	}()
 	for _, line := range readmeCommands(t, "## More to try") {
@@ -111,27 +111,21 @@ func TestREADMEMoreToTry(t *testing.T) {
 			t.Logf("-short: %s not run", line)
 			continue
 		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = root
 		if server {
 			if addr == "" {
 				t.Fatalf("%s: a server without a loopback address", line)
 			}
-			var out syncBuffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			servers = append(servers, cmd)
-			waitListening(t, line, addr, &out)
-			if !bg { // the README's reader stops it with ^C
-				servers = servers[:len(servers)-1]
-				stopServer(t, cmd)
+			s := startServer(t, root, args)
+			waitListening(t, line, addr, s.out)
+			if bg {
+				servers = append(servers, s)
+			} else { // the README's reader stops it with ^C
+				s.stop(t)
 			}
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd = exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		cancel()
@@ -161,19 +155,29 @@ func waitListening(t *testing.T, line, addr string, out *syncBuffer) {
 	}
 }
 
-// stopServer stops a server with SIGINT and checks that it exits cleanly.
-func stopServer(t *testing.T, cmd *exec.Cmd) {
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("%s: %v", strings.Join(cmd.Args, " "), err)
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Errorf("%s: did not stop on SIGINT", strings.Join(cmd.Args, " "))
+// readmeServer is a command that runs until SIGINT.
+type readmeServer struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	cancel context.CancelFunc
+}
+
+func startServer(t *testing.T, dir string, args []string) *readmeServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &readmeServer{cmd: exec.CommandContext(ctx, args[0], args[1:]...), out: &syncBuffer{}, cancel: cancel}
+	s.cmd.Dir, s.cmd.Stdout, s.cmd.Stderr = dir, s.out, s.out
+	s.cmd.Cancel = func() error { return s.cmd.Process.Signal(os.Interrupt) }
+	s.cmd.WaitDelay = 10 * time.Second // then SIGKILL
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+	return s
+}
+
+// stop sends SIGINT and checks that the command exits cleanly.
+func (s *readmeServer) stop(t *testing.T) {
+	s.cancel()
+	if err := s.cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("%s, stopped with SIGINT: %v\n%s", strings.Join(s.cmd.Args, " "), err, s.out.String())
 	}
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -33,19 +33,28 @@ func siwCapture(t *testing.T) string {
 
 func dumpJSON(t *testing.T, file string) []map[string]any {
 	t.Helper()
+	recs, err := dumpJSONTry(t, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// dumpJSONTry runs iwarp dump --json and returns its records.
+func dumpJSONTry(t *testing.T, file string) ([]map[string]any, error) {
 	stdout, stderr, code := runIwarp(t, "dump", "--json", file)
 	if code != 0 {
-		t.Fatalf("dump %s: exit %d: %s", file, code, stderr)
+		return nil, fmt.Errorf("dump %s: exit %d: %s", file, code, stderr)
 	}
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("not JSON: %q", line)
+			return nil, fmt.Errorf("not JSON: %q", line)
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, nil
 }
 
 func TestDumpSiw(t *testing.T) {
@@ -336,17 +345,8 @@ func TestDumpUpperPDU(t *testing.T) {
 			break
 		}
 		ip := p.Data
-		tag := func(b []byte, typ uint16, v []byte) []byte {
-			b = binary.BigEndian.AppendUint16(b, typ)
-			b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
-			return append(b, v...)
-		}
-		var rec []byte
-		rec = tag(rec, 12, []byte("sctp\x00\x00\x00\x00"))
-		rec = tag(rec, 20, ip[12:16])
-		rec = tag(rec, 21, ip[16:20])
-		rec = tag(rec, 0, nil)
-		rec = append(rec, ip[20:]...)
+		rec := pcapfile.AppendExportedPDU(nil, pcapfile.ExportedPDU{Proto: "sctp",
+			Src: netip.AddrFrom4([4]byte(ip[12:16])), Dst: netip.AddrFrom4([4]byte(ip[16:20])), Payload: ip[20:]})
 		w.WritePacket(p.Time, rec)
 	}
 	upper := filepath.Join(dir, "upper.pcap")

@@ -76,40 +76,48 @@ func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, 
 	st := stream
 	r.SCTPStream = &st
 	if ppid == sctpddp.PPIDSessionControl {
-		m, _, err := sctpddp.ParseSessionControl(msg)
-		if err != nil {
-			r.Kind, r.Note = KindError, fmt.Sprintf("DDP Stream Session Control message unreadable: %v", err)
-			d.recs = append(d.recs, r)
-			return
-		}
-		ssn := uint16(m.SSN)
-		r.Kind, r.DDPSSN, r.Function = KindSessionControl, &ssn, m.Function.String()
-		r.Note = fmt.Sprintf("%s on DDP stream %d", m.Function, stream)
-		if m.Function.Enhanced() && m.Function != sctpddp.FunctionTerminate {
-			r.Note += fmt.Sprintf(" (RFC 6581: IRD %d, ORD %d)", m.Enhanced.IRD, m.Enhanced.ORD)
-		}
-		r.Note += fmt.Sprintf(", %d bytes of private data.", len(m.PrivateData))
-		switch m.Function {
-		case sctpddp.FunctionInitiate, sctpddp.FunctionEnhancedInitiate:
-			r.Note += " The active side asks to start a DDP Stream Session."
-		case sctpddp.FunctionAccept, sctpddp.FunctionEnhancedAccept:
-			r.Note += " The passive side accepts: DDP Segments may flow."
-		case sctpddp.FunctionReject, sctpddp.FunctionEnhancedReject:
-			r.Note += " The passive side refuses the session."
-		case sctpddp.FunctionTerminate:
-			r.Note += " The session ends."
-		}
-		d.recs = append(d.recs, r)
+		describeSessionControl(&r, msg)
+	} else {
+		describeSegmentChunk(&r, msg)
+	}
+	d.recs = append(d.recs, r)
+}
+
+// describeSessionControl fills in a DDP Stream Session Control message's
+// fields and note.
+func describeSessionControl(r *Record, msg []byte) {
+	m, _, err := sctpddp.ParseSessionControl(msg)
+	if err != nil {
+		r.Kind, r.Note = KindError, fmt.Sprintf("DDP Stream Session Control message unreadable: %v", err)
 		return
 	}
+	ssn := uint16(m.SSN)
+	r.Kind, r.DDPSSN, r.Function = KindSessionControl, &ssn, m.Function.String()
+	r.Note = fmt.Sprintf("%s on DDP stream %d", m.Function, *r.SCTPStream)
+	if m.Function.Enhanced() && m.Function != sctpddp.FunctionTerminate {
+		r.Note += fmt.Sprintf(" (RFC 6581: IRD %d, ORD %d)", m.Enhanced.IRD, m.Enhanced.ORD)
+	}
+	r.Note += fmt.Sprintf(", %d bytes of private data.", len(m.PrivateData))
+	switch m.Function {
+	case sctpddp.FunctionInitiate, sctpddp.FunctionEnhancedInitiate:
+		r.Note += " The active side asks to start a DDP Stream Session."
+	case sctpddp.FunctionAccept, sctpddp.FunctionEnhancedAccept:
+		r.Note += " The passive side accepts: DDP Segments may flow."
+	case sctpddp.FunctionReject, sctpddp.FunctionEnhancedReject:
+		r.Note += " The passive side refuses the session."
+	case sctpddp.FunctionTerminate:
+		r.Note += " The session ends."
+	}
+}
+
+// describeSegmentChunk fills in a DDP Segment Chunk's fields and note.
+func describeSegmentChunk(r *Record, msg []byte) {
 	sc, _, err := sctpddp.ParseSegmentChunk(msg)
 	if err != nil {
 		r.Kind, r.Note = KindError, fmt.Sprintf("DDP Segment chunk unreadable: %v", err)
-		d.recs = append(d.recs, r)
 		return
 	}
 	ssn := uint16(sc.SSN)
 	r.Kind, r.DDPSSN = KindSegment, &ssn
-	describeSegment(&r, sc.Segment)
-	d.recs = append(d.recs, r)
+	describeSegment(r, sc.Segment)
 }

@@ -5,16 +5,20 @@
 //     timestamps) and pcapng (Section Header, Interface Description,
 //     Enhanced, Simple and the obsolete Packet Block; if_tsresol; several
 //     sections and byte orders in one file).
-//   - DecodeTCP: Ethernet (with 802.1Q/802.1ad tags), Linux cooked v1 and
+//   - DecodeIP: Ethernet (with 802.1Q/802.1ad tags), Linux cooked v1 and
 //     v2, BSD/OpenBSD loopback and raw IP link layers; IPv4 and IPv6
-//     (hop-by-hop, routing and destination options headers); TCP.
+//     (hop-by-hop, routing and destination options headers). DecodeTCP
+//     and DecodeSCTP decode what it finds (DecodeSCTP also the records of
+//     Wireshark's "Export PDUs to File", DecodeExportedPDU).
 //   - Assembler and ReadStreams: each direction's TCP byte stream put
 //     back together by sequence number, with retransmitted and
 //     overlapping segments merged, missing octets reported as a
 //     *GapError and retransmissions that disagree as an *OverlapError.
 //   - Writer and ConnWriter: a pcap file with synthesized Ethernet, IPv4
-//     or IPv6 and TCP headers around given byte streams, which tshark and
-//     Wireshark open as an ordinary capture.
+//     or IPv6 (AppendIP) and TCP headers around given byte streams, which
+//     tshark and Wireshark open as an ordinary capture. File writes one
+//     to disk as packets come, whole records at a time, so that it can be
+//     read while it grows and survives its writer's death.
 //
 // It is made for clean captures (loopback, a test network): IP fragments
 // are skipped, not reassembled; sequence numbers are compared with 32-bit

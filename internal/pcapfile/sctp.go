@@ -115,6 +115,43 @@ type ExportedPDU struct {
 	Payload  []byte // aliases the record's data
 }
 
+// The tags of exported PDUs (Wireshark's exported_pdu.h).
+const (
+	tagEnd     = 0  // EXP_PDU_TAG_END_OF_OPT
+	tagProto   = 12 // EXP_PDU_TAG_DISSECTOR_NAME (formerly PROTO_NAME)
+	tagIPv4Src = 20 // EXP_PDU_TAG_IPV4_SRC
+	tagIPv4Dst = 21
+	tagIPv6Src = 22
+	tagIPv6Dst = 23
+)
+
+// AppendExportedPDU appends e as a LinkUpperPDU record: its protocol and
+// addresses (when valid) as tags, then the PDU.
+func AppendExportedPDU(b []byte, e ExportedPDU) []byte {
+	tag := func(typ uint16, v []byte) {
+		b = binary.BigEndian.AppendUint16(b, typ)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+		b = append(b, v...)
+	}
+	if e.Proto != "" {
+		name := []byte(e.Proto)
+		for len(name)%4 != 0 {
+			name = append(name, 0)
+		}
+		tag(tagProto, name)
+	}
+	for i, a := range []netip.Addr{e.Src, e.Dst} {
+		switch {
+		case a.Is4():
+			tag(tagIPv4Src+uint16(i), a.AsSlice())
+		case a.Is6():
+			tag(tagIPv6Src+uint16(i), a.AsSlice())
+		}
+	}
+	tag(tagEnd, nil)
+	return append(b, e.Payload...)
+}
+
 // DecodeExportedPDU decodes a LinkUpperPDU record: tags (type and length,
 // big-endian, then the value) up to the end-of-options tag, then the PDU.
 func DecodeExportedPDU(b []byte) (ExportedPDU, error) {
@@ -130,26 +167,20 @@ func DecodeExportedPDU(b []byte) (ExportedPDU, error) {
 		v := b[4 : 4+n]
 		b = b[4+n:]
 		switch tag {
-		case 0: // EXP_PDU_TAG_END_OF_OPT
+		case tagEnd:
 			e.Payload = b
 			return e, nil
-		case 12: // EXP_PDU_TAG_DISSECTOR_NAME (formerly PROTO_NAME)
+		case tagProto:
 			e.Proto = strings.TrimRight(string(v), "\x00")
-		case 20, 21: // EXP_PDU_TAG_IPV4_SRC, _DST
-			if n == 4 {
-				if tag == 20 {
-					e.Src = netip.AddrFrom4([4]byte(v))
-				} else {
-					e.Dst = netip.AddrFrom4([4]byte(v))
-				}
+		case tagIPv4Src, tagIPv4Dst, tagIPv6Src, tagIPv6Dst:
+			a, ok := netip.AddrFromSlice(v)
+			if !ok || a.Is4() != (tag <= tagIPv4Dst) {
+				break
 			}
-		case 22, 23: // EXP_PDU_TAG_IPV6_SRC, _DST
-			if n == 16 {
-				if tag == 22 {
-					e.Src = netip.AddrFrom16([16]byte(v))
-				} else {
-					e.Dst = netip.AddrFrom16([16]byte(v))
-				}
+			if tag == tagIPv4Src || tag == tagIPv6Src {
+				e.Src = a
+			} else {
+				e.Dst = a
 			}
 		}
 	}

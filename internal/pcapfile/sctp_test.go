@@ -34,18 +34,8 @@ func TestDecodeSCTP(t *testing.T) {
 	v6ext = append(v6ext, ProtoSCTP, 0, 1, 4, 0, 0, 0, 0)
 	v6ext = append(v6ext, sctp...)
 	eth := append([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}, v4...)
-	tag := func(b []byte, typ uint16, v []byte) []byte {
-		b = binary.BigEndian.AppendUint16(b, typ)
-		b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
-		return append(b, v...)
-	}
-	var upper []byte
-	upper = tag(upper, 12, []byte("sctp\x00\x00\x00\x00"))
-	upper = tag(upper, 22, netip.MustParseAddr("2001:db8::1").AsSlice())
-	upper = tag(upper, 23, netip.MustParseAddr("2001:db8::2").AsSlice())
-	upper = tag(upper, 0, nil)
-	upper = append(upper, sctp...)
-	bare := append(tag(nil, 0, nil), sctp...) // no tags: 0.0.0.0
+	upper := AppendExportedPDU(nil, ExportedPDU{Proto: "sctp", Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Payload: sctp})
+	bare := AppendExportedPDU(nil, ExportedPDU{Payload: sctp}) // no tags: 0.0.0.0
 
 	for _, tc := range []struct {
 		name     string
@@ -86,9 +76,7 @@ func TestDecodeSCTP(t *testing.T) {
 	tcp[9] = ProtoTCP
 	frag := bytes.Clone(v4)
 	frag[6] = 0x20 // MF
-	var other []byte
-	other = tag(other, 12, []byte("udp"))
-	other = tag(other, 0, nil)
+	other := AppendExportedPDU(nil, ExportedPDU{Proto: "udp"})
 	for name, c := range map[string]struct {
 		lt LinkType
 		b  []byte
