@@ -2,42 +2,40 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 func init() {
 	register("perf", command{
-		summary: "perftest-style bandwidth and latency of RDMA Write, Read and Send",
+		summary: "perftest-style bandwidth and latency of RDMA Write, Read, Send and Atomics",
 		run:     runPerf,
 	})
 }
 
 const perfUsage = `usage: iwarp perf --listen URL [flags]
-       iwarp perf --connect URL --op write|read|send [--size N | --all]
+       iwarp perf --connect URL --op write|read|send|atomic [--size N | --all]
                   [--iters N | --duration D] [--lat] [--compare-raw] [--json]
 
-Measures RDMA Write, RDMA Read and Send over MPA/TCP (tcp://) or DDP over
-SCTP over DTLS (sctp://), as perftest's ib_write_bw, ib_read_lat and so on
-do for RDMA hardware. One side serves (--listen), the other measures
-(--connect).
+Measures RDMA Write, RDMA Read, Send and RFC 7306's Atomic Operations over
+MPA/TCP (tcp://) or DDP over SCTP over DTLS (sctp://), as perftest's
+ib_write_bw, ib_read_lat, ib_atomic_bw and so on do for RDMA hardware. One
+side serves (--listen), the other measures (--connect).
 
 Bandwidth (the default) keeps up to --depth operations outstanding (RDMA
-Reads: up to the negotiated ORD), posts each window's worth as one list
-(QueuePair.PostBatch), asks for a completion only every --cq-mod
-operations as perftest does (every half window at most, so that the
-pipeline never runs dry), and prints perftest's columns:
+Reads and Atomics: up to the ORD and the server's IRD), posts each
+window's worth as one list (QueuePair.PostBatch), asks for a completion
+only every --cq-mod operations as perftest does (every half window at
+most, so that the pipeline never runs dry), and prints perftest's columns:
 	#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]
 MB is 2^20 bytes, as in perftest. The time runs from the first operation
 to the peer's answer to a message sent after the last one, so everything
@@ -52,30 +50,56 @@ Latency (--lat) prints, in microseconds:
 Send latency is half a Send ping-pong's round trip; Write latency half the
 round trip of an RDMA Write followed by a zero-length Send that tells the
 peer it has landed (the peer answers the same way; perftest polls memory
-instead, which Go cannot do safely); Read latency is a whole RDMA Read.
+instead, which Go cannot do safely); Read and Atomic latency is a whole
+RDMA Read or Atomic Operation.
 
---compare-raw also moves the same bytes, in the same run, over a plain TCP
-connection (with CRC32c computed on both sides when the MPA connection
-uses CRCs) or over an SCTP stream of another DTLS/SCTP association with
-the same tuning, in messages as large as DDP Segments (each still framed
-with a DDP-SSN and a DDP header that nothing interprets: no placement, no
-RDMAP), and prints the ratio iWARP/raw of the bandwidths. With --lat it
-makes round trips instead: the same bytes there and back (Send, Write),
-or a 28-byte request there and the bytes back (Read), and prints the
-ratio iWARP/raw of the typical latencies. The two alternate in 5 rounds
-of a fifth of the iterations each; the ratio is the median of the
-rounds' ratios, which a shared machine's drifting speed disturbs far less
-than one long run of each.
+--op atomic runs FetchAdds of 1 (or, with --atomic-type CMP_AND_SWAP,
+CmpSwaps) on an 8-octet word of the server's, as ib_atomic_bw and
+ib_atomic_lat do: #bytes is 8, the rate the column that matters.
+
+--compare-raw also moves the same bytes, in the same run, over the best
+plain stream the raw transport offers. Over tcp:// that is one TCP
+connection carrying the messages back to back, each followed by its
+CRC32c when the MPA connection uses CRCs (computed by the sender and
+checked by the receiver, as MPA does per FPDU), written many at a time
+(messages of 16 KiB and more gathered straight from the source into
+writev calls of up to 1 MiB, smaller ones copied into 1 MiB writes) and
+read up to 1 MiB at a time. Over sctp:// it is an SCTP stream of another
+DTLS/SCTP association with the same configuration, carrying messages as
+large as DDP Segments may be (the MULPDU) with nothing but a DDP-SSN in
+front: no DDP header, placement or RDMAP. It prints the ratio iWARP/raw
+of the bandwidths. With --lat it makes round trips instead, one at a time:
+the same bytes there and back (Send, Write), a Read Request's 28 octets
+there and the bytes back (Read), an Atomic Request's 52 octets there and
+an Atomic Response's 12 back (Atomic), with the same CRCs; and prints the
+ratio iWARP/raw of the typical latencies. An atomic bandwidth test is
+compared with those exchanges kept as many outstanding as the Atomics. The
+two alternate in 5 rounds of a fifth of the iterations each; the ratio is
+the median of the rounds' ratios, which a shared machine's drifting speed
+disturbs far less than one long run of each.
+
+The server sizes nothing from the client's word alone. A client's hello
+says what its tests need (the region it writes, reads or operates on,
+receive buffers, the raw transfers' 2 MiB of buffers); the server grants
+it only within --conn-budget per connection and --mem-budget in all
+(each connection counted 1 MiB for itself besides), in a protection
+domain limited to what was granted, and serves --max-conns connections
+at once, --max-conns-per-peer from one IP address. Beyond a limit the
+client is told why, and prints it. A connection that sends no hello
+within 10 s, or on which nothing moves for --idle-timeout, is closed.
+The raw listener serves only clients with a live perf connection (its
+advert gives a token), within what that connection was granted, one
+transfer at a time, under the same connection limits and timeouts.
 
 --perftest talks to perftest's own programs instead (ib_write_bw -R,
 ib_read_bw -R, ib_send_bw -R, ib_send_lat -R, ib_read_lat -R, and the
 client of ib_write_lat -R), on perftest's port 18515:
 iwarp perf --perftest -h says how.
 
-Defaults follow perftest: --size 65536 for bandwidth and 2 for latency;
---iters 5000 for Write bandwidth, 1000 otherwise. --all runs sizes 2, 4, ...
-up to 8 MiB (1 MiB for Send). On a terminal a progress indicator shows
-during long runs.
+Defaults follow perftest: --size 65536 for bandwidth and 2 for latency
+(8 for atomics); --iters 5000 for Write bandwidth, 1000 otherwise. --all
+runs sizes 2, 4, ... up to 8 MiB (1 MiB for Send). On a terminal a
+progress indicator shows during long runs.
 
 Examples:
 	iwarp perf --listen tcp://:4791
@@ -84,6 +108,7 @@ Examples:
 	iwarp perf --connect sctp://server:4792 --fingerprint AB:CD:.. --op read --duration 5s
 	iwarp perf --connect tcp://server:4791 --op write --compare-raw --json
 	iwarp perf --connect tcp://server:4791 --op send --lat --size 64 --compare-raw
+	iwarp perf --connect tcp://server:4791 --op atomic --lat --compare-raw
 
 With --json the client prints one JSON object when done:
 	{"transport":"tcp","url":"tcp://..","op":"write","test":"bw"|"lat",
@@ -92,7 +117,7 @@ With --json the client prints one JSON object when done:
 	   "lat_usec":{"min":..,"max":..,"typical":..,"avg":..,"stdev":..,
 	               "p99":..,"p99_9":..},        (--lat)
 	   "raw":{"transport":"tcp","bytes":..,"iterations":..,"seconds":..,
-	          "bw_avg_mbs":..,"crc32c":true,"rounds":5,
+	          "bw_avg_mbs":..,"crc32c":true,"rounds":5,"method":"..",
 	          "lat_usec":{..}},                 (--compare-raw; lat_usec with --lat)
 	   "ratio":0.8}]}                           (--compare-raw)
 
@@ -102,6 +127,7 @@ Flags:
 type perfOptions struct {
 	listen, connect string
 	op              string
+	atomicType      string
 	size            int
 	all             bool
 	iters           int
@@ -112,7 +138,16 @@ type perfOptions struct {
 	depth           int
 	cqMod           int
 	link            linkFlags
+	// Server.
+	limits               perf.Limits
+	memBudget, connBytes string
 }
+
+// perfClientFlags are the flags only the client takes.
+var perfClientFlags = []string{"op", "atomic-type", "size", "all", "iters", "duration", "lat", "compare-raw", "json", "depth", "cq-mod"}
+
+// perfServerFlags are the flags only the server takes.
+var perfServerFlags = []string{"max-conns", "max-conns-per-peer", "mem-budget", "conn-budget", "idle-timeout"}
 
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if perftestRequested(args) {
@@ -127,16 +162,22 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	}
 	fs.StringVar(&o.listen, "listen", "", "serve: the `URL` to listen on")
 	fs.StringVar(&o.connect, "connect", "", "measure: the `URL` of a perf server")
-	fs.StringVar(&o.op, "op", "", "the operation: write, read or send")
-	fs.IntVar(&o.size, "size", 0, "message size in bytes (default 65536, or 2 with --lat)")
+	fs.StringVar(&o.op, "op", "", "the operation: write, read, send or atomic")
+	fs.StringVar(&o.atomicType, "atomic-type", "FETCH_AND_ADD", "--op atomic: FETCH_AND_ADD or CMP_AND_SWAP (perftest's -A)")
+	fs.IntVar(&o.size, "size", 0, "message size in bytes (default 65536, or 2 with --lat, 8 for atomics)")
 	fs.BoolVar(&o.all, "all", false, "run every size from 2 bytes up")
 	fs.IntVar(&o.iters, "iters", 0, "iterations per size (default 5000 for write bandwidth, else 1000)")
 	fs.DurationVar(&o.duration, "duration", 0, "run each size for this long instead of --iters")
 	fs.BoolVar(&o.lat, "lat", false, "measure latency instead of bandwidth")
-	fs.BoolVar(&o.compareRaw, "compare-raw", false, "also move the same bytes over plain TCP or SCTP and print the ratio")
+	fs.BoolVar(&o.compareRaw, "compare-raw", false, "also move the same bytes over the best plain TCP or SCTP stream and print the ratio")
 	fs.BoolVar(&o.json, "json", false, "print one JSON result")
 	fs.IntVar(&o.depth, "depth", 128, "bandwidth: operations outstanding at once")
 	fs.IntVar(&o.cqMod, "cq-mod", 100, "bandwidth: a completion for every `N` operations (at most half of those outstanding)")
+	fs.IntVar(&o.limits.MaxConns, "max-conns", perf.DefaultMaxConns, "server: connections served at once, in all")
+	fs.IntVar(&o.limits.MaxConnsPerPeer, "max-conns-per-peer", perf.DefaultMaxConnsPerPeer, "server: connections served at once from one IP address")
+	fs.StringVar(&o.memBudget, "mem-budget", "512M", "server: octets of regions and buffers for all connections (K, M, G)")
+	fs.StringVar(&o.connBytes, "conn-budget", "64M", "server: octets of regions and buffers one connection may hold (K, M, G)")
+	fs.DurationVar(&o.limits.IdleTimeout, "idle-timeout", perf.DefaultIdleTimeout, "server: close a connection on which nothing moves for this long")
 	fs.Bool("perftest", false, "speak perftest's rdma_cm protocol with ib_write_bw -R and the others (see iwarp perf --perftest -h)")
 	o.link.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -158,10 +199,16 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		if err := o.link.check(ep, true); err != nil {
 			return err
 		}
-		if f := clientFlag(fs); f != "" {
+		if f := givenFlag(fs, perfClientFlags); f != "" {
 			return usagef("the server (--listen) takes no test flags such as --%s; give them to the client", f)
 		}
+		if err := o.checkLimits(); err != nil {
+			return err
+		}
 		return perfServe(ctx, ep, &o, stdout, stderr)
+	}
+	if f := givenFlag(fs, perfServerFlags); f != "" {
+		return usagef("--%s is for the server (--listen)", f)
 	}
 	ep, err := parseEndpoint(o.connect)
 	if err != nil {
@@ -170,27 +217,72 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if err := o.link.check(ep, false); err != nil {
 		return err
 	}
-	switch o.op {
-	case "write", "read", "send":
-	case "":
-		return usagef("--op write|read|send is required")
+	cfg, err := o.clientConfig()
+	if err != nil {
+		return err
+	}
+	if flagGiven(fs, "atomic-type") && cfg.Op != perf.OpAtomic {
+		return usagef("--atomic-type goes with --op atomic")
+	}
+	return perfClient(ctx, ep, &o, cfg, stdout, stderr)
+}
+
+// checkLimits parses and checks the server's limits.
+func (o *perfOptions) checkLimits() error {
+	var err error
+	if o.limits.MemBudget, err = parseSize(o.memBudget); err != nil {
+		return usagef("--mem-budget: %v", err)
+	}
+	if o.limits.ConnBudget, err = parseSize(o.connBytes); err != nil {
+		return usagef("--conn-budget: %v", err)
+	}
+	if o.limits.MaxConns < 1 || o.limits.MaxConnsPerPeer < 1 {
+		return usagef("--max-conns and --max-conns-per-peer must be at least 1")
+	}
+	if o.limits.IdleTimeout <= 0 {
+		return usagef("--idle-timeout must be positive")
+	}
+	if err := o.limits.Check(); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// clientConfig checks the client's flags and fills in the defaults.
+func (o *perfOptions) clientConfig() (perf.ClientConfig, error) {
+	var cfg perf.ClientConfig
+	if o.op == "" {
+		return cfg, usagef("--op write|read|send|atomic is required")
+	}
+	op, err := perf.ParseOp(o.op)
+	if err != nil {
+		return cfg, usagef("%v", err)
+	}
+	switch {
+	case o.all && o.size != 0:
+		return cfg, usagef("--size and --all exclude each other")
+	case o.iters != 0 && o.duration != 0:
+		return cfg, usagef("--iters and --duration exclude each other")
+	case o.iters < 0 || o.duration < 0 || o.size < 0:
+		return cfg, usagef("--size, --iters and --duration must be positive")
+	case o.depth < 1 || o.depth > 1024:
+		return cfg, usagef("--depth must be between 1 and 1024")
+	case o.cqMod < 1:
+		return cfg, usagef("--cq-mod must be at least 1")
+	}
+	switch strings.ToUpper(o.atomicType) {
+	case "FETCH_AND_ADD":
+		cfg.Atomic = rdmap.FetchAdd
+	case "CMP_AND_SWAP":
+		cfg.Atomic = rdmap.CmpSwap
 	default:
-		return usagef("--op %q: want write, read or send", o.op)
+		return cfg, usagef("--atomic-type %q: want FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
 	}
-	if o.all && o.size != 0 {
-		return usagef("--size and --all exclude each other")
-	}
-	if o.iters != 0 && o.duration != 0 {
-		return usagef("--iters and --duration exclude each other")
-	}
-	if o.iters < 0 || o.duration < 0 || o.size < 0 {
-		return usagef("--size, --iters and --duration must be positive")
-	}
-	if o.depth < 1 || o.depth > 1024 {
-		return usagef("--depth must be between 1 and 1024")
-	}
-	if o.cqMod < 1 {
-		return usagef("--cq-mod must be at least 1")
+	if op == perf.OpAtomic {
+		if o.all || (o.size != 0 && o.size != 8) {
+			return cfg, usagef("an Atomic Operation moves 8 octets: no --size or --all")
+		}
+		o.size = 8
 	}
 	if o.size == 0 {
 		o.size = 65536
@@ -198,33 +290,27 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			o.size = 2
 		}
 	}
-	if o.size > maxPerfSize {
-		return usagef("--size at most %d", maxPerfSize)
+	if o.size > perf.MaxSize {
+		return cfg, usagef("--size at most %d", perf.MaxSize)
 	}
 	if o.iters == 0 && o.duration == 0 {
 		o.iters = 1000
-		if o.op == "write" && !o.lat {
+		if op == perf.OpWrite && !o.lat {
 			o.iters = 5000
 		}
 	}
-	return perfClient(ctx, ep, &o, stdout, stderr)
+	sizes := o.sizes(op)
+	cfg.Op, cfg.Lat, cfg.MaxSize = op, o.lat, sizes[len(sizes)-1]
+	cfg.Iters, cfg.Duration, cfg.Depth, cfg.CQMod, cfg.CompareRaw = o.iters, o.duration, o.depth, o.cqMod, o.compareRaw
+	return cfg, nil
 }
 
-const maxPerfSize = 8 << 20
-
-// perfReadDepth is the IRD and ORD of perf's queue pairs: Linux siw's
-// limit (SIW_MAX_IRD_QP, SIW_MAX_ORD_QP), which perftest, asking the
-// device, uses for the RDMA Reads it keeps outstanding.
-const perfReadDepth = 128
-
-// clientFlag returns the name of a flag given that only the client takes,
-// or "".
-func clientFlag(fs *flag.FlagSet) string {
+// givenFlag returns the first of names given on the command line, or "".
+func givenFlag(fs *flag.FlagSet, names []string) string {
 	name := ""
 	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "op", "size", "all", "iters", "duration", "lat", "compare-raw", "json", "depth", "cq-mod":
-			if name == "" {
+		for _, n := range names {
+			if f.Name == n && name == "" {
 				name = f.Name
 			}
 		}
@@ -233,12 +319,12 @@ func clientFlag(fs *flag.FlagSet) string {
 }
 
 // sizes returns the message sizes of the run.
-func (o *perfOptions) sizes() []int {
+func (o *perfOptions) sizes(op perf.Op) []int {
 	if !o.all {
 		return []int{o.size}
 	}
-	top := maxPerfSize
-	if o.op == "send" {
+	top := perf.MaxSize
+	if op == perf.OpSend {
 		top = 1 << 20
 	}
 	var s []int
@@ -246,187 +332,6 @@ func (o *perfOptions) sizes() []int {
 		s = append(s, n)
 	}
 	return s
-}
-
-// The perf control messages are Sends of ctlLen bytes starting with
-// ctlMagic; data Sends are told apart by their length or first bytes
-// (data buffers start with bytes 0, 1, 2, 3).
-const (
-	ctlLen   = 32
-	ctlMagic = 0x49575046 // "IWPF"
-)
-
-// Control message types.
-const (
-	ctlHello  = 1 // client: max size, receive depth, its region
-	ctlAdvert = 2 // server: its region and raw ports
-	ctlStart  = 3 // client: op, mode, size of the next test
-	ctlDone   = 4 // client: the test's operations are all posted
-	ctlAck    = 5 // server: answer to start and done
-	ctlCredit = 6 // server: n more Sends may come
-)
-
-// perfCtl is a control message:
-//
-//	magic u32 | type u8 | op u8 | lat u8 | crc u8 | size u32 | n u32 |
-//	stag u32 | to u64 | port u16 | port2 u16
-type perfCtl struct {
-	typ, op, lat, crc uint8
-	size, n           uint32
-	stag              uint32
-	to                uint64
-	port, port2       uint16
-}
-
-func (c *perfCtl) put(b []byte) {
-	binary.BigEndian.PutUint32(b[0:], ctlMagic)
-	b[4], b[5], b[6], b[7] = c.typ, c.op, c.lat, c.crc
-	binary.BigEndian.PutUint32(b[8:], c.size)
-	binary.BigEndian.PutUint32(b[12:], c.n)
-	binary.BigEndian.PutUint32(b[16:], c.stag)
-	binary.BigEndian.PutUint64(b[20:], c.to)
-	binary.BigEndian.PutUint16(b[28:], c.port)
-	binary.BigEndian.PutUint16(b[30:], c.port2)
-}
-
-func parseCtl(b []byte) (perfCtl, bool) {
-	if len(b) != ctlLen || binary.BigEndian.Uint32(b) != ctlMagic {
-		return perfCtl{}, false
-	}
-	return perfCtl{typ: b[4], op: b[5], lat: b[6], crc: b[7],
-		size: binary.BigEndian.Uint32(b[8:]), n: binary.BigEndian.Uint32(b[12:]),
-		stag: binary.BigEndian.Uint32(b[16:]), to: binary.BigEndian.Uint64(b[20:]),
-		port: binary.BigEndian.Uint16(b[28:]), port2: binary.BigEndian.Uint16(b[30:])}, true
-}
-
-var opCodes = map[string]uint8{"write": 1, "read": 2, "send": 3}
-
-// fillPattern fills b with the data pattern (first bytes 0, 1, 2, 3, so
-// never a control message).
-func fillPattern(b []byte) {
-	for i := range b {
-		b[i] = byte(i % 251)
-	}
-}
-
-// recvBuffers is a set of receive buffers posted and reposted on a queue
-// pair, WRIDs base+i.
-type recvBuffers struct {
-	qp   *rdmap.QueuePair
-	mrs  []*rdmap.MemoryRegion
-	base uint64
-}
-
-func newRecvBuffers(pd *rdmap.ProtectionDomain, qp *rdmap.QueuePair, n, size int, base uint64) (*recvBuffers, error) {
-	r := &recvBuffers{qp: qp, base: base}
-	for i := 0; i < n; i++ {
-		mr, err := pd.RegisterMemory(make([]byte, size), 0, rdmap.LocalWrite)
-		if err != nil {
-			return nil, err
-		}
-		r.mrs = append(r.mrs, mr)
-		if err := r.post(i); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-func (r *recvBuffers) post(i int) error {
-	return r.qp.PostRecv(rdmap.RecvWR{ID: r.base + uint64(i), SGL: []rdmap.SGE{{MR: r.mrs[i], Length: uint32(r.mrs[i].Len())}}})
-}
-
-// take returns the bytes of a receive completion's buffer and reposts it
-// once done is called.
-func (r *recvBuffers) take(c rdmap.Completion) ([]byte, func() error) {
-	i := int(c.WRID - r.base)
-	return r.mrs[i].Bytes()[:c.ByteLen], func() error { return r.post(i) }
-}
-
-func (r *recvBuffers) close() {
-	for _, mr := range r.mrs {
-		mr.Deregister()
-	}
-}
-
-// waitEither returns a completion of scq if one is there, or else waits
-// for one of rcq (the same CQ, or one that the caller only waits on).
-func waitEither(ctx context.Context, scq, rcq *rdmap.CompletionQueue) (rdmap.Completion, error) {
-	if scq != rcq {
-		var one [1]rdmap.Completion
-		if scq.Poll(one[:]) == 1 {
-			return one[0], nil
-		}
-	}
-	return rcq.Wait(ctx)
-}
-
-// sendCtl posts a control message from a small registered buffer.
-func sendCtl(qp *rdmap.QueuePair, mr *rdmap.MemoryRegion, id uint64, c perfCtl) error {
-	buf := make([]byte, ctlLen)
-	c.put(buf)
-	copy(mr.Bytes(), buf)
-	return qp.PostSend(rdmap.SendWR{ID: id, SGL: []rdmap.SGE{{MR: mr, Length: ctlLen}}, Inline: true})
-}
-
-// perfStats is one size's result.
-type perfStats struct {
-	Bytes      int       `json:"bytes"`
-	Iterations int       `json:"iterations"`
-	Seconds    float64   `json:"seconds"`
-	BWPeak     float64   `json:"bw_peak_mbs"`
-	BWAvg      float64   `json:"bw_avg_mbs"`
-	MsgRate    float64   `json:"msg_rate_mpps"`
-	Lat        *latStats `json:"lat_usec,omitempty"`
-	Raw        *rawStats `json:"raw,omitempty"`
-	Ratio      *float64  `json:"ratio,omitempty"`
-}
-
-type latStats struct {
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
-	Typical float64 `json:"typical"`
-	Avg     float64 `json:"avg"`
-	Stdev   float64 `json:"stdev"`
-	P99     float64 `json:"p99"`
-	P999    float64 `json:"p99_9"`
-}
-
-type rawStats struct {
-	Transport  string    `json:"transport"`
-	Bytes      int       `json:"bytes"`
-	Iterations int       `json:"iterations"`
-	Seconds    float64   `json:"seconds"`
-	BWAvg      float64   `json:"bw_avg_mbs"`
-	CRC32c     bool      `json:"crc32c,omitempty"`
-	Rounds     int       `json:"rounds"`
-	Lat        *latStats `json:"lat_usec,omitempty"`
-}
-
-const mib = 1 << 20
-
-// latencies summarises samples (in µs) as perftest does.
-func latencies(samples []float64) *latStats {
-	if len(samples) == 0 {
-		return &latStats{}
-	}
-	s := append([]float64(nil), samples...)
-	sort.Float64s(s)
-	var sum float64
-	for _, v := range s {
-		sum += v
-	}
-	avg := sum / float64(len(s))
-	var sq float64
-	for _, v := range s {
-		sq += (v - avg) * (v - avg)
-	}
-	pct := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
-	return &latStats{Min: s[0], Max: s[len(s)-1], Typical: s[len(s)/2], Avg: avg,
-		Stdev: math.Sqrt(sq / float64(len(s))), P99: pct(0.99), P999: pct(0.999)}
 }
 
 // progress shows how far a run is, on a terminal only.

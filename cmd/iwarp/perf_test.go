@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/perf"
 )
 
 // startPerf runs "iwarp perf --listen" and returns its URL and, for
@@ -69,13 +71,13 @@ func startPerf(t *testing.T, url string, args ...string) (string, string) {
 	return u, fp
 }
 
-func perfJSON(t *testing.T, args ...string) perfResult {
+func perfJSON(t *testing.T, args ...string) perf.Result {
 	t.Helper()
 	stdout, stderr, code := runIwarp(t, append([]string{"perf", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("perf %v: exit %d: %s", args, code, stderr)
 	}
-	var r perfResult
+	var r perf.Result
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("perf %v: not one JSON object: %q", args, stdout)
 	}
@@ -210,7 +212,14 @@ func TestPerfUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"perf"},
 		{"perf", "--connect", "tcp://127.0.0.1:1"},
-		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "atomic"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "fetch"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "atomic", "--size", "64"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--atomic-type", "CMP_AND_SWAP"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "atomic", "--atomic-type", "SWAP"},
+		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--mem-budget", "1G"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--mem-budget", "lots"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--mem-budget", "32M"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--max-conns", "0"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--size", "8", "--all"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--iters", "8", "--duration", "1s"},
 		{"perf", "--connect", "tcp://127.0.0.1:1", "--op", "write", "--depth", "0"},

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/internal/perftest"
 	"github.com/iwarpgo/iwarp/mpa"
 )
@@ -402,16 +403,16 @@ var perftestTitles = map[perftest.Test]string{
 
 // perftestJSON is --json's object.
 type perftestJSON struct {
-	Test        string     `json:"test"`
-	Role        string     `json:"role"`
-	URL         string     `json:"url"`
-	Peer        string     `json:"peer"`
-	PeerVersion string     `json:"peer_version"`
-	CRC         bool       `json:"crc"`
-	DataIRD     int        `json:"data_ird"`
-	DataORD     int        `json:"data_ord"`
-	CycleBuffer int        `json:"cycle_buffer"`
-	Result      *perfStats `json:"result,omitempty"`
+	Test        string      `json:"test"`
+	Role        string      `json:"role"`
+	URL         string      `json:"url"`
+	Peer        string      `json:"peer"`
+	PeerVersion string      `json:"peer_version"`
+	CRC         bool        `json:"crc"`
+	DataIRD     int         `json:"data_ird"`
+	DataORD     int         `json:"data_ord"`
+	CycleBuffer int         `json:"cycle_buffer"`
+	Result      *perf.Stats `json:"result,omitempty"`
 	// ReportFrom says whose figures Result holds: "local", or "peer" for
 	// the server of write_bw and read_bw, which has the client's report.
 	ReportFrom string         `json:"report_from,omitempty"`
@@ -428,17 +429,17 @@ func printPerftest(w io.Writer, r *perftest.Result, url string, asJSON bool) err
 			from = "peer"
 		}
 	}
-	var st *perfStats
+	var st *perf.Stats
 	switch {
 	case r.BW != nil:
-		st = &perfStats{Bytes: r.Size, Iterations: r.Iters, BWPeak: r.BW.BWPeak, BWAvg: r.BW.BWAvg, MsgRate: r.BW.MsgRate}
+		st = &perf.Stats{Bytes: r.Size, Iterations: r.Iters, BWPeak: r.BW.BWPeak, BWAvg: r.BW.BWAvg, MsgRate: r.BW.MsgRate}
 		if r.BW.BWAvg > 0 {
 			st.Seconds = float64(r.Size) * float64(r.Iters) / (r.BW.BWAvg * (1 << 20))
 		}
 	case r.Lat != nil:
 		l := r.Lat
-		st = &perfStats{Bytes: r.Size, Iterations: r.Iters,
-			Lat: &latStats{Min: l.Min, Max: l.Max, Typical: l.Typical, Avg: l.Avg, Stdev: l.Stdev, P99: l.P99, P999: l.P999}}
+		st = &perf.Stats{Bytes: r.Size, Iterations: r.Iters,
+			Lat: &perf.LatStats{Min: l.Min, Max: l.Max, Typical: l.Typical, Avg: l.Avg, Stdev: l.Stdev, P99: l.P99, P999: l.P999}}
 	}
 	if asJSON {
 		j := perftestJSON{Test: r.Test.String(), Role: role, URL: url, Peer: r.ControlPeer, PeerVersion: r.PeerVersion,
@@ -454,7 +455,7 @@ func printPerftest(w io.Writer, r *perftest.Result, url string, asJSON bool) err
 		_, err = w.Write(append(b, '\n'))
 		return err
 	}
-	line := strings.Repeat("-", 87)
+	line := perf.Rule
 	fmt.Fprintln(w, line)
 	fmt.Fprintf(w, "                    %s (perftest -R protocol, iwarp %s)\n", perftestTitles[r.Test], role)
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IW (MPA revision %d over TCP)\n", r.Data.Revision)
@@ -477,13 +478,9 @@ func printPerftest(w io.Writer, r *perftest.Result, url string, asJSON bool) err
 	dest("local", r.Local)
 	dest("remote", r.Peer)
 	fmt.Fprintln(w, line)
-	run := &perfRun{}
-	if st != nil && st.Lat != nil {
-		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
-		run.printLine(w, st)
-	} else if st != nil {
-		fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
-		run.printLine(w, st)
+	if st != nil {
+		perf.WriteHeading(w, st.Lat != nil, false)
+		perf.WriteLine(w, st)
 		if from == "peer" {
 			fmt.Fprintln(w, " (the client's report)")
 		}

@@ -1,0 +1,2 @@
+// Package perf is the engine of `iwarp perf`.
+package perf

@@ -1,0 +1,221 @@
+package perf
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Limits bound what clients can make a Server hold. The server sizes
+// nothing from a client's word alone: every region and buffer a hello
+// asks for is counted against the connection's and the server's budgets
+// before it is allocated, and a hello beyond them is refused. Zero fields
+// take the defaults.
+type Limits struct {
+	// MaxConns is how many perf connections are served at once (16).
+	MaxConns int
+	// MaxConnsPerPeer is how many of them may come from one IP address
+	// (4): one address can hold at most a quarter of the connections and
+	// of the memory budget.
+	MaxConnsPerPeer int
+	// MemBudget is the octets of regions, receive buffers and raw
+	// transfer buffers the server holds for all connections together,
+	// each connection's own costs (ConnOverhead) included (512 MiB).
+	MemBudget int64
+	// ConnBudget is the most one connection may hold (64 MiB): enough
+	// for every test up to MaxSize.
+	ConnBudget int64
+	// MaxRecvBuffers is the most receive buffers a client may ask the
+	// server to post (256).
+	MaxRecvBuffers int
+	// HelloTimeout bounds the wait for a connection's hello, and for a
+	// raw connection's header (10 s).
+	HelloTimeout time.Duration
+	// IdleTimeout closes a connection, or a raw transfer, on which
+	// nothing has arrived or left for that long (1 min).
+	IdleTimeout time.Duration
+}
+
+// The defaults of Limits.
+const (
+	DefaultMaxConns        = 16
+	DefaultMaxConnsPerPeer = 4
+	DefaultMemBudget       = 512 << 20
+	DefaultConnBudget      = 64 << 20
+	DefaultMaxRecvBuffers  = 256
+	DefaultHelloTimeout    = 10 * time.Second
+	DefaultIdleTimeout     = time.Minute
+)
+
+// MaxSize is the largest message a test may move.
+const MaxSize = 8 << 20
+
+// ConnOverhead is what a connection is counted for before its hello: its
+// queue pair, completion queues, control buffers and transport buffers
+// (measured about 0.3 MiB for an idle MPA connection: TestPerfServerMemory).
+const ConnOverhead = 1 << 20
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
+	def(&l.MaxRecvBuffers, DefaultMaxRecvBuffers)
+	if l.MemBudget <= 0 {
+		l.MemBudget = DefaultMemBudget
+	}
+	if l.ConnBudget <= 0 {
+		l.ConnBudget = DefaultConnBudget
+	}
+	if l.HelloTimeout <= 0 {
+		l.HelloTimeout = DefaultHelloTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	return l
+}
+
+// Check reports limits that cannot serve a connection.
+func (l Limits) Check() error {
+	l = l.withDefaults()
+	if l.ConnBudget+ConnOverhead > l.MemBudget {
+		return fmt.Errorf("a memory budget of %d octets does not hold one connection's budget of %d and its %d octets of overhead", l.MemBudget, l.ConnBudget, ConnOverhead)
+	}
+	return nil
+}
+
+// RefusalCode says why a server refused a client.
+type RefusalCode uint8
+
+// The refusals.
+const (
+	RefusedConns        RefusalCode = 1 // MaxConns connections already
+	RefusedPeerConns    RefusalCode = 2 // MaxConnsPerPeer from the client's address already
+	RefusedConnBudget   RefusalCode = 3 // the hello asks more than ConnBudget
+	RefusedServerBudget RefusalCode = 4 // the hello asks more than MemBudget has left
+	RefusedBadHello     RefusalCode = 5 // the hello is malformed or out of range
+)
+
+// RefusedError is a refusal by the server, as the client reports it.
+type RefusedError struct {
+	Code  RefusalCode
+	Asked uint64 // what the client asked for (octets, or connections)
+	Limit uint64 // the limit it met (octets free, or connections)
+}
+
+func (e *RefusedError) Error() string {
+	switch e.Code {
+	case RefusedConns:
+		return fmt.Sprintf("the server refused: it serves %d connections already (its --max-conns)", e.Limit)
+	case RefusedPeerConns:
+		return fmt.Sprintf("the server refused: it serves %d connections from this address already (its --max-conns-per-peer)", e.Limit)
+	case RefusedConnBudget:
+		return fmt.Sprintf("the server refused: the test needs %s of memory there, more than its per-connection budget of %s (its --conn-budget)", octets(e.Asked), octets(e.Limit))
+	case RefusedServerBudget:
+		return fmt.Sprintf("the server refused: the test needs %s of memory there and only %s of its budget is free (its --mem-budget); try again later", octets(e.Asked), octets(e.Limit))
+	case RefusedBadHello:
+		return "the server refused: it does not take this test (a size, operation or buffer count out of its range)"
+	}
+	return fmt.Sprintf("the server refused (code %d)", e.Code)
+}
+
+// octets formats n with a binary unit.
+func octets(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d octets", n)
+}
+
+// admission counts a server's connections, in all and per IP address, and
+// the octets they hold.
+type admission struct {
+	lim   Limits
+	mu    sync.Mutex // guards the fields below
+	conns int
+	peers map[string]int
+	bytes int64
+}
+
+func newAdmission(lim Limits) *admission {
+	return &admission{lim: lim, peers: make(map[string]int)}
+}
+
+// host returns the IP address of a host:port (or the string itself).
+func host(peer string) string {
+	h, _, err := net.SplitHostPort(peer)
+	if err != nil {
+		return peer
+	}
+	return h
+}
+
+// take admits a connection from peer, counting overhead octets for it, or
+// says why not.
+func (a *admission) take(peer string, overhead int64) *RefusedError {
+	h := host(peer)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.conns >= a.lim.MaxConns:
+		return &RefusedError{Code: RefusedConns, Asked: 1, Limit: uint64(a.lim.MaxConns)}
+	case a.peers[h] >= a.lim.MaxConnsPerPeer:
+		return &RefusedError{Code: RefusedPeerConns, Asked: 1, Limit: uint64(a.lim.MaxConnsPerPeer)}
+	case a.bytes+overhead > a.lim.MemBudget:
+		return &RefusedError{Code: RefusedServerBudget, Asked: uint64(overhead), Limit: uint64(max(0, a.lim.MemBudget-a.bytes))}
+	}
+	a.conns++
+	a.peers[h]++
+	a.bytes += overhead
+	return nil
+}
+
+// release gives back what take counted.
+func (a *admission) release(peer string, overhead int64) {
+	h := host(peer)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conns--
+	a.bytes -= overhead
+	if a.peers[h]--; a.peers[h] <= 0 {
+		delete(a.peers, h)
+	}
+}
+
+// grow counts n more octets for a connection already admitted, if the
+// budget has them.
+func (a *admission) grow(n int64) *RefusedError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.bytes+n > a.lim.MemBudget {
+		return &RefusedError{Code: RefusedServerBudget, Asked: uint64(n), Limit: uint64(max(0, a.lim.MemBudget-a.bytes))}
+	}
+	a.bytes += n
+	return nil
+}
+
+// shrink gives back n octets that grow counted.
+func (a *admission) shrink(n int64) {
+	a.mu.Lock()
+	a.bytes -= n
+	a.mu.Unlock()
+}
+
+// usage returns the connections admitted and the octets counted.
+func (a *admission) usage() (int, int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conns, a.bytes
+}
