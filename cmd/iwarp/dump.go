@@ -45,7 +45,7 @@ With --json each line is one JSON object:
 	 "opcode":3,"op":"Send","payload_len":16,
 	 "read_request":{...},"terminate":{...},"invalidate_stag":0,
 	 "note":"..."}
-kind is capture.KindMPARequest, capture.KindMPAReply, "fpdu" (tcp), "segment" or
+kind is "mpa_request", "mpa_reply", "fpdu" (tcp), "segment" or
 "session_control" (sctp, with "sctp_stream", "ddp_ssn" and "function"),
 or "error" for what could not be decoded (the note says why).
 
