@@ -132,7 +132,8 @@ func (r *Recorder) SCTPTrace(peer net.Addr, outbound bool, packet []byte) {
 		src, dst = remote, local
 	}
 	r.ipID++
-	r.fail(r.f.WritePacket(time.Now(), pcapfile.AppendIP(nil, src, dst, pcapfile.ProtoSCTP, r.ipID, packet)))
+	ip := pcapfile.AppendIPHeader(nil, src, dst, pcapfile.ProtoSCTP, r.ipID, len(packet))
+	r.fail(r.f.WritePacket(time.Now(), append(ip, packet...)))
 }
 
 // MSS is the TCP segment size of recorded connections: loopback's MSS (an

@@ -15,7 +15,7 @@
 //     overlapping segments merged, missing octets reported as a
 //     *GapError and retransmissions that disagree as an *OverlapError.
 //   - Writer and ConnWriter: a pcap file with synthesized Ethernet, IPv4
-//     or IPv6 (AppendIP) and TCP headers around given byte streams, which
+//     or IPv6 (AppendIPHeader) and TCP headers around given byte streams, which
 //     tshark and Wireshark open as an ordinary capture. File writes one
 //     to disk as packets come, whole records at a time, so that it can be
 //     read while it grows and survives its writer's death.

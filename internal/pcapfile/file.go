@@ -8,9 +8,9 @@ import (
 
 // File is a pcap file being written to disk as packets come, so that it
 // can be read while it grows and a process killed while writing it leaves
-// it whole up to a recent packet: packets reach the file in whole records
-// (each Write of the Writer is one record), FlushDelay after the first
-// one not yet written at the latest, at once when FlushSize octets wait.
+// it whole up to a recent packet: packets reach the file in whole records,
+// FlushDelay after the first one not yet written at the latest, at once
+// when FlushSize octets wait.
 // Its Writer is not safe for concurrent use; flushing on the timer is.
 type File struct {
 	*Writer
@@ -60,21 +60,27 @@ type fileSink struct {
 	err    error
 }
 
+// Write takes the file header.
 func (s *fileSink) Write(p []byte) (int, error) {
+	if err := s.writeRecord(p, nil); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// writeRecord buffers one packet's record, its header and data.
+func (s *fileSink) writeRecord(hdr, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, os.ErrClosed
+		return os.ErrClosed
 	}
 	if s.err != nil {
-		return 0, s.err
+		return s.err
 	}
-	s.buf = append(s.buf, p...)
+	s.buf = append(append(s.buf, hdr...), data...)
 	if len(s.buf) >= FlushSize {
-		if err := s.flushLocked(); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		return s.flushLocked()
 	}
 	if !s.armed {
 		s.armed = true
@@ -84,7 +90,7 @@ func (s *fileSink) Write(p []byte) (int, error) {
 			s.timer.Reset(FlushDelay)
 		}
 	}
-	return len(p), nil
+	return nil
 }
 
 func (s *fileSink) timed() {

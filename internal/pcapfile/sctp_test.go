@@ -23,10 +23,16 @@ func sctpPacket() []byte {
 	return b
 }
 
+// ipPacket is an IP packet from src to dst of protocol proto.
+func ipPacket(src, dst string, proto uint8, payload []byte) []byte {
+	b := AppendIPHeader(nil, netip.MustParseAddr(src), netip.MustParseAddr(dst), proto, 1, len(payload))
+	return append(b, payload...)
+}
+
 func TestDecodeSCTP(t *testing.T) {
 	sctp := sctpPacket()
-	v4 := AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctp)
-	v6 := AppendIP(nil, netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), ProtoSCTP, 0, sctp)
+	v4 := ipPacket("192.0.2.1", "192.0.2.2", ProtoSCTP, sctp)
+	v6 := ipPacket("2001:db8::1", "2001:db8::2", ProtoSCTP, sctp)
 	// IPv6 with a hop-by-hop options header before SCTP.
 	v6ext := bytes.Clone(v6[:40])
 	binary.BigEndian.PutUint16(v6ext[4:], uint16(8+len(sctp)))
@@ -87,13 +93,13 @@ func TestDecodeSCTP(t *testing.T) {
 	}
 	// Malformed: a short common header; a chunk longer than the packet
 	// (the chunk before it is kept).
-	short := AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctp[:11])
+	short := ipPacket("192.0.2.1", "192.0.2.2", ProtoSCTP, sctp[:11])
 	if _, err := DecodeSCTP(LinkRaw, short); !errors.Is(err, ErrFormat) {
 		t.Errorf("short header: %v", err)
 	}
 	long := bytes.Clone(sctp)
 	long[len(long)-3] = 9
-	p, err := DecodeSCTP(LinkRaw, AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, long))
+	p, err := DecodeSCTP(LinkRaw, ipPacket("192.0.2.1", "192.0.2.2", ProtoSCTP, long))
 	if !errors.Is(err, ErrFormat) || len(p.Chunks) != 1 {
 		t.Errorf("chunk too long: %v, %d chunks", err, len(p.Chunks))
 	}
@@ -106,7 +112,7 @@ func TestDecodeSCTP(t *testing.T) {
 
 func TestDecodeIP(t *testing.T) {
 	src, dst := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	b := AppendIP(nil, src, dst, ProtoUDP, 9, []byte("datagram"))
+	b := ipPacket(src.String(), dst.String(), ProtoUDP, []byte("datagram"))
 	b = append(b, 0, 0, 0) // link-layer padding
 	p, err := DecodeIP(LinkRaw, b)
 	if err != nil || p.Src != src || p.Dst != dst || p.Proto != ProtoUDP || string(p.Payload) != "datagram" {
@@ -122,7 +128,7 @@ func TestDecodeIP(t *testing.T) {
 }
 
 func FuzzDecodeSCTP(f *testing.F) {
-	f.Add(uint16(LinkRaw), AppendIP(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), ProtoSCTP, 1, sctpPacket()))
+	f.Add(uint16(LinkRaw), ipPacket("192.0.2.1", "192.0.2.2", ProtoSCTP, sctpPacket()))
 	f.Add(uint16(LinkUpperPDU), append([]byte{0, 0, 0, 0}, sctpPacket()...))
 	f.Fuzz(func(t *testing.T, lt uint16, b []byte) {
 		p, _ := DecodeSCTP(LinkType(lt), b)

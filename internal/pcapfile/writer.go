@@ -8,14 +8,16 @@ import (
 	"time"
 )
 
-// Writer writes a pcap file (nanosecond timestamps, little-endian). Each
-// packet's record, header and data, goes to the underlying writer in one
-// Write call, so a writer that keeps what it writes in whole calls (File)
-// keeps the file whole up to its last packet.
+// Writer writes a pcap file (nanosecond timestamps, little-endian).
 type Writer struct {
 	w   io.Writer
 	lt  LinkType
-	buf []byte
+	hdr [16]byte
+}
+
+// recordWriter takes a packet's record whole: File's buffer.
+type recordWriter interface {
+	writeRecord(hdr, data []byte) error
 }
 
 // NewWriter writes the pcap file header for link type lt to w.
@@ -41,41 +43,43 @@ func (w *Writer) WritePacket(t time.Time, data []byte) error {
 		return errors.New("pcapfile: packet longer than the snapshot length")
 	}
 	ns := t.UnixNano()
-	b := w.buf[:0]
-	b = binary.LittleEndian.AppendUint32(b, uint32(ns/1e9))
-	b = binary.LittleEndian.AppendUint32(b, uint32(ns%1e9))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	b = append(b, data...)
-	w.buf = b
-	_, err := w.w.Write(b)
+	binary.LittleEndian.PutUint32(w.hdr[0:4], uint32(ns/1e9))
+	binary.LittleEndian.PutUint32(w.hdr[4:8], uint32(ns%1e9))
+	binary.LittleEndian.PutUint32(w.hdr[8:12], uint32(len(data)))
+	binary.LittleEndian.PutUint32(w.hdr[12:16], uint32(len(data)))
+	if rw, ok := w.w.(recordWriter); ok {
+		return rw.writeRecord(w.hdr[:], data)
+	}
+	if _, err := w.w.Write(w.hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.w.Write(data)
 	return err
 }
 
-// AppendIP appends to b an IPv4 or IPv6 packet (as src is) from src to
-// dst of protocol proto around payload: no options or extension headers,
-// TTL or hop limit 64, IPv4's Don't Fragment set, identification id and
-// the header checksum.
-func AppendIP(b []byte, src, dst netip.Addr, proto uint8, id uint16, payload []byte) []byte {
+// AppendIPHeader appends to b the header of an IPv4 or IPv6 packet (as
+// src is) from src to dst of protocol proto whose payload, which follows,
+// is n octets: no options or extension headers, TTL or hop limit 64,
+// IPv4's Don't Fragment set, identification id and the header checksum.
+func AppendIPHeader(b []byte, src, dst netip.Addr, proto uint8, id uint16, n int) []byte {
 	if src.Is4() {
 		ip := len(b)
 		b = append(b, 0x45, 0)
-		b = binary.BigEndian.AppendUint16(b, uint16(20+len(payload)))
+		b = binary.BigEndian.AppendUint16(b, uint16(20+n))
 		b = binary.BigEndian.AppendUint16(b, id)
 		b = append(b, 0x40, 0, 64, proto, 0, 0) // DF, TTL 64
 		s, d := src.As4(), dst.As4()
 		b = append(b, s[:]...)
 		b = append(b, d[:]...)
 		binary.BigEndian.PutUint16(b[ip+10:], ^uint16(checksum(0, b[ip:ip+20])))
-		return append(b, payload...)
+		return b
 	}
 	b = append(b, 0x60, 0, 0, 0)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(payload)))
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
 	b = append(b, proto, 64)
 	s, d := src.As16(), dst.As16()
 	b = append(b, s[:]...)
-	b = append(b, d[:]...)
-	return append(b, payload...)
+	return append(b, d[:]...)
 }
 
 // DefaultMSS is the segment size ConnWriter uses unless told otherwise.
@@ -95,8 +99,7 @@ type ConnWriter struct {
 	MSS    int
 	ipID   uint16
 	opened bool
-	buf    []byte // the last packet
-	seg    []byte // the last TCP segment
+	buf    []byte
 }
 
 // NewConnWriter returns a ConnWriter for a connection from client to
@@ -180,20 +183,31 @@ func (c *ConnWriter) packet(t time.Time, s int, flags uint8, payload []byte) err
 	if flags&FlagSYN != 0 {
 		opts = []byte{2, 4, byte(c.MSS >> 8), byte(c.MSS)} // MSS option
 	}
-	tcp := c.seg[:0]
-	tcp = binary.BigEndian.AppendUint16(tcp, src.Port())
-	tcp = binary.BigEndian.AppendUint16(tcp, dst.Port())
-	tcp = binary.BigEndian.AppendUint32(tcp, c.seq[s])
+	tcpLen := 20 + len(opts) + len(payload)
+	b := c.buf[:0]
+	b = append(b, c.macs[1-s][:]...)
+	b = append(b, c.macs[s][:]...)
+	if src.Addr().Is4() {
+		b = binary.BigEndian.AppendUint16(b, etherIPv4)
+		c.ipID++
+	} else {
+		b = binary.BigEndian.AppendUint16(b, etherIPv6)
+	}
+	b = AppendIPHeader(b, src.Addr(), dst.Addr(), ProtoTCP, c.ipID, tcpLen)
+	th := len(b)
+	b = binary.BigEndian.AppendUint16(b, src.Port())
+	b = binary.BigEndian.AppendUint16(b, dst.Port())
+	b = binary.BigEndian.AppendUint32(b, c.seq[s])
 	var ack uint32
 	if flags&FlagACK != 0 {
 		ack = c.seq[1-s]
 	}
-	tcp = binary.BigEndian.AppendUint32(tcp, ack)
-	tcp = append(tcp, byte((20+len(opts))/4)<<4, flags)
-	tcp = binary.BigEndian.AppendUint16(tcp, 65535) // window
-	tcp = append(tcp, 0, 0, 0, 0)                   // checksum, urgent pointer
-	tcp = append(tcp, opts...)
-	tcp = append(tcp, payload...)
+	b = binary.BigEndian.AppendUint32(b, ack)
+	b = append(b, byte((20+len(opts))/4)<<4, flags)
+	b = binary.BigEndian.AppendUint16(b, 65535) // window
+	b = append(b, 0, 0, 0, 0)                   // checksum, urgent pointer
+	b = append(b, opts...)
+	b = append(b, payload...)
 	// The pseudo-header: addresses, protocol and TCP length.
 	var sum uint32
 	if src.Addr().Is4() {
@@ -205,20 +219,8 @@ func (c *ConnWriter) packet(t time.Time, s int, flags uint8, payload []byte) err
 		sum = checksum(sum, a16[:])
 		sum = checksum(sum, d16[:])
 	}
-	sum += uint32(ProtoTCP) + uint32(len(tcp))
-	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(sum, tcp)))
-	c.seg = tcp
-
-	b := c.buf[:0]
-	b = append(b, c.macs[1-s][:]...)
-	b = append(b, c.macs[s][:]...)
-	if src.Addr().Is4() {
-		b = binary.BigEndian.AppendUint16(b, etherIPv4)
-		c.ipID++
-	} else {
-		b = binary.BigEndian.AppendUint16(b, etherIPv6)
-	}
-	b = AppendIP(b, src.Addr(), dst.Addr(), ProtoTCP, c.ipID, tcp)
+	sum += uint32(ProtoTCP) + uint32(tcpLen)
+	binary.BigEndian.PutUint16(b[th+16:], ^uint16(checksum(sum, b[th:])))
 	c.buf = b
 	return c.w.WritePacket(t, b)
 }
