@@ -127,11 +127,13 @@ func TestREADMEMoreToTry(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir = root
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil || len(out) == 0 {
 			t.Errorf("%s: %v\n%s", line, err, out)
 		}
+		t.Logf("%s: %d bytes of output in %v", line, len(out), time.Since(start).Round(time.Millisecond))
 	}
 }
 
