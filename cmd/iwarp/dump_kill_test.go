@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
-	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 // A --pcap capture is written as packets come: while serve runs, iwarp
@@ -24,18 +22,7 @@ func TestPcapKilled(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "serve.pcap")
 			s := startServe(t, "--listen", scheme+"://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
-			cl := dialServer(t, s.url, linkFlags{})
-			s.next("connected")
-			data := bytes.Repeat([]byte{0x5a}, 5000)
-			src := cl.reg(data)
-			cl.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 5000}}, RemoteSTag: cl.stag, RemoteTO: cl.to})
-			sink := cl.reg(make([]byte, 3000))
-			cl.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 3000}, RemoteSTag: cl.stag, RemoteTO: cl.to})
-			cl.qp.PostSend(rdmap.SendWR{ID: 3, SGL: []rdmap.SGE{{MR: src, Length: 100}}})
-			for range 3 {
-				cl.wait(cl.scq)
-			}
-			s.next("recv")
+			exerciseOpen(t, s, linkFlags{})
 
 			// The session so far, while serve runs and the connection
 			// is open.
@@ -46,7 +33,7 @@ func TestPcapKilled(t *testing.T) {
 						ops[op]++
 					}
 				}
-				return ops["Send"] == 2 && ops["RDMA Write"] >= 1 && ops["RDMA Read Request"] == 1 && ops["RDMA Read Response"] >= 1
+				return exercised(ops)
 			}
 			for deadline := time.Now().Add(5 * time.Second); ; {
 				recs, err := dumpJSONTry(t, file)
