@@ -172,6 +172,40 @@ func TestPerfCompareRawTCP(t *testing.T) {
 	}
 }
 
+// TestPerfAtomic: --op atomic, bandwidth and latency, with the raw
+// request/response comparison; perftest's 8-octet size.
+func TestPerfAtomic(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0")
+	for _, typ := range []string{"FETCH_AND_ADD", "CMP_AND_SWAP"} {
+		r := perfJSON(t, "--connect", url, "--op", "atomic", "--atomic-type", typ, "--iters", "300", "--compare-raw")
+		st := r.Results[0]
+		if r.Op != "atomic" || st.Bytes != 8 || st.Iterations != 300 || st.MsgRate <= 0 || st.Raw == nil || st.Ratio == nil || !st.Raw.CRC32c {
+			t.Errorf("%s bw: %+v %+v", typ, st, st.Raw)
+		}
+	}
+	r := perfJSON(t, "--connect", url, "--op", "atomic", "--lat", "--iters", "100", "--compare-raw")
+	if st := r.Results[0]; st.Lat == nil || st.Raw == nil || st.Raw.Lat == nil || *st.Ratio <= 0 {
+		t.Errorf("atomic lat: %+v", st)
+	}
+	stdout, _, code := runIwarp(t, "perf", "--connect", url, "--op", "atomic", "--iters", "50")
+	if code != 0 || !strings.Contains(stdout, "Atomic BW Test") || !strings.Contains(stdout, "\n 8 ") {
+		t.Errorf("text output (exit %d):\n%s", code, stdout)
+	}
+}
+
+// TestPerfRefusal: a test beyond the server's budget is refused, and the
+// client says why in one line.
+func TestPerfRefusal(t *testing.T) {
+	url, _ := startPerf(t, "tcp://127.0.0.1:0", "--conn-budget", "1M", "--mem-budget", "8M")
+	_, stderr, code := runIwarp(t, "perf", "--connect", url, "--op", "write", "--size", "4194304", "--iters", "10")
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
+		!strings.Contains(stderr, "the server refused: the test needs 4.0 MiB of memory there, more than its per-connection budget of 1.0 MiB") {
+		t.Errorf("exit %d, %q", code, stderr)
+	}
+	// A test within the budget runs.
+	perfJSON(t, "--connect", url, "--op", "write", "--size", "65536", "--iters", "10")
+}
+
 func TestPerfSCTP(t *testing.T) {
 	url, fp := startPerf(t, "sctp://127.0.0.1:0")
 	r := perfJSON(t, "--connect", url, "--fingerprint", fp, "--op", "write", "--size", "65536", "--iters", "50", "--compare-raw")
@@ -227,6 +261,7 @@ func TestPerfUsage(t *testing.T) {
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--op", "write"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--cq-mod", "4"},
 		{"perf", "--listen", "tcp://127.0.0.1:0", "--connect", "tcp://127.0.0.1:1"},
+		{"perf", "--listen", "tcp://127.0.0.1:0", "--atomic-type", "CMP_AND_SWAP"},
 	} {
 		_, stderr, code := runIwarp(t, args...)
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {

@@ -190,15 +190,17 @@ func (c *Client) wait(ctx context.Context) (rdmap.Completion, error) {
 }
 
 // handleRecv takes a receive completion: credits are counted, other
-// control messages returned. It reposts the buffer.
+// control messages returned. It reposts the buffer (an error doing so is
+// returned with the message).
 func (c *Client) handleRecv(cp rdmap.Completion) (Ctl, bool, error) {
 	msg, repost := c.bufs.take(cp)
 	m, _, perr := ParseCtl(msg)
-	if err := repost(); err != nil {
+	err := repost()
+	if perr != nil {
 		return m, false, err
 	}
-	if perr != nil {
-		return m, false, nil
+	if err != nil {
+		return m, true, err
 	}
 	if m.Type == CtlCredit {
 		c.credits += int(m.N)
@@ -225,13 +227,15 @@ func (c *Client) waitCtl(ctx context.Context, typ CtlType) (Ctl, error) {
 		}
 		m, isCtl, err := c.handleRecv(cp)
 		switch {
+		case isCtl && m.Type == CtlRefuse:
+			// The server closes the connection after it: reposting the
+			// buffer may fail.
+			return m, &RefusedError{Code: m.Code, Asked: m.Asked, Limit: m.Limit}
 		case err != nil:
 			return m, err
 		case !isCtl:
 		case m.Type == typ:
 			return m, nil
-		case m.Type == CtlRefuse:
-			return m, &RefusedError{Code: m.Code, Asked: m.Asked, Limit: m.Limit}
 		default:
 			return m, fmt.Errorf("unexpected control message %v from the server", m.Type)
 		}

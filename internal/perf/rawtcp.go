@@ -139,7 +139,8 @@ type msgWriter struct {
 	batch int // octets a batch carries at most (but at least one message)
 	// gather mode
 	iov    [][]byte
-	crcs   []byte // the batch's CRC fields, 4 octets each
+	wb     net.Buffers // what WriteTo consumes: iov's slices
+	crcs   []byte      // the batch's CRC fields, 4 octets each
 	queued int    // octets in the batch
 	n      int    // octets written in all
 	// progress, if set, counts the writes (for an idle watchdog).
@@ -185,7 +186,11 @@ func (m *msgWriter) queue() error {
 			}
 		}
 		start := len(m.stage)
-		m.stage = append(m.stage, m.src[:m.size]...)
+		for left := m.size; left > 0; {
+			p := m.src[:min(left, len(m.src))]
+			m.stage = append(m.stage, p...)
+			left -= len(p)
+		}
 		if m.crc {
 			m.stage = binary.LittleEndian.AppendUint32(m.stage, crc32.Checksum(m.stage[start:], castagnoli))
 		}
@@ -230,8 +235,8 @@ func (m *msgWriter) flush() error {
 		return err
 	}
 	if len(m.iov) > 0 {
-		bufs := net.Buffers(m.iov)
-		_, err = bufs.WriteTo(m.w)
+		m.wb = m.iov
+		_, err = m.wb.WriteTo(m.w)
 		m.n += m.queued
 		clear(m.iov)
 		m.iov, m.crcs, m.queued = m.iov[:0], m.crcs[:0], 0

@@ -80,10 +80,12 @@ type ServerConn struct {
 	rawSrc  []byte // the raw transfers' pattern
 	rawBuf  []byte // their reads (and staged writes)
 
+	// rawTurn is held by the raw transfer under way: one at a time.
+	rawTurn chan struct{}
+
 	mu       sync.Mutex // guards the fields below
 	released bool
 	rawStop  func() // ends the raw transfer under way
-	rawBusy  bool
 	rawWG    sync.WaitGroup
 }
 
@@ -93,7 +95,7 @@ type ServerConn struct {
 // that the client can say so; past as many of those as MaxConns, it
 // returns the *RefusedError, and the caller rejects the connection.
 func (s *Server) Admit(peer string) (*ServerConn, error) {
-	c := &ServerConn{s: s, peer: peer}
+	c := &ServerConn{s: s, peer: peer, rawTurn: make(chan struct{}, 1)}
 	if r := s.adm.take(peer, ConnOverhead); r != nil {
 		s.mu.Lock()
 		if s.refusing >= s.lim.MaxConns {
@@ -487,8 +489,8 @@ func (c *ServerConn) answerData(test *Ctl, count, credit uint32, n int) error {
 }
 
 // rawConn returns the perf connection a raw transfer's token names and
-// marks it busy with one, if h is within what its hello was granted;
-// stop ends the transfer if the connection goes first. done ends it.
+// takes its turn for one, if h is within what its hello was granted;
+// stop ends the transfer if the connection goes first. rawDone ends it.
 func (s *Server) rawConn(h RawHeader, stop func()) (*ServerConn, error) {
 	s.mu.Lock()
 	c := s.tokens[h.Token]
@@ -506,12 +508,20 @@ func (s *Server) rawConn(h RawHeader, stop func()) (*ServerConn, error) {
 	if h.Size > size || (h.Mode == RawRPC && (h.Req > size || h.Window > ReadDepth)) {
 		return nil, fmt.Errorf("a raw %v transfer of %d octets beyond the hello's %d", h.Mode, h.Size, size)
 	}
+	// The client starts a transfer once it has seen the end of the last
+	// one, which the server may not have finished winding down.
+	select {
+	case c.rawTurn <- struct{}{}:
+	case <-time.After(time.Second):
+		return nil, errors.New("the perf connection has a raw transfer under way")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released || c.rawBusy {
-		return nil, errors.New("the perf connection is gone or has a raw transfer under way")
+	if c.released {
+		<-c.rawTurn
+		return nil, errors.New("the perf connection is gone")
 	}
-	c.rawBusy, c.rawStop = true, stop
+	c.rawStop = stop
 	c.rawWG.Add(1)
 	return c, nil
 }
@@ -519,8 +529,9 @@ func (s *Server) rawConn(h RawHeader, stop func()) (*ServerConn, error) {
 // rawDone ends c's raw transfer.
 func (c *ServerConn) rawDone() {
 	c.mu.Lock()
-	c.rawBusy, c.rawStop = false, nil
+	c.rawStop = nil
 	c.mu.Unlock()
+	<-c.rawTurn
 	c.rawWG.Done()
 }
 
