@@ -141,8 +141,8 @@ type msgWriter struct {
 	iov    [][]byte
 	wb     net.Buffers // what WriteTo consumes: iov's slices
 	crcs   []byte      // the batch's CRC fields, 4 octets each
-	queued int    // octets in the batch
-	n      int    // octets written in all
+	queued int         // octets in the batch
+	n      int         // octets written in all
 	// progress, if set, counts the writes (for an idle watchdog).
 	progress *atomic.Uint64
 }

@@ -72,7 +72,9 @@ func TestPerfRawTCPStream(t *testing.T) {
 	}
 }
 
-func leUint32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func leUint32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 func TestPerfRawTCPCRCMismatch(t *testing.T) {
 	var out bytes.Buffer
