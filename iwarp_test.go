@@ -113,6 +113,14 @@ func TestDialListen(t *testing.T) {
 				t.Fatal(err)
 			}
 			sc := <-accepted
+			// Closing the Listener leaves the accepted connections alone.
+			closed := make(chan struct{})
+			go func() { l.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Listener.Close waits for the connections it accepted")
+			}
 			if c.Transport() != url[:len(url)-len("://127.0.0.1:0")] || sc == nil {
 				t.Fatalf("transport %q", c.Transport())
 			}
@@ -152,7 +160,6 @@ func TestDialListen(t *testing.T) {
 				t.Fatalf("the server's stream ended with %v", sc.Err())
 			}
 			sc.Close(ctxT(t))
-			l.Close()
 			if g := settle(goroutines); g > goroutines {
 				buf := make([]byte, 1<<20)
 				t.Fatalf("%d goroutines, %d before:\n%s", g, goroutines, buf[:runtime.Stack(buf, true)])

@@ -196,17 +196,7 @@ func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
 	}
 	l.addr = sl.Addr()
 	actx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	assocs := map[*sctpddp.Association]bool{}
-	l.closeFn = func() {
-		cancel()
-		sl.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for a := range assocs {
-			a.Close()
-		}
-	}
+	l.closeFn = func() { cancel(); sl.Close() }
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -215,56 +205,74 @@ func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			assocs[a] = true
-			mu.Unlock()
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
 				l.serveAssociation(actx, a)
-				mu.Lock()
-				delete(assocs, a)
-				mu.Unlock()
 			}()
 		}
 	}()
 	return nil
 }
 
+// assocRef counts the holders of an accepted association: the Listener
+// while it takes session requests on it, and each connection accepted on
+// it. The last to let go closes it.
+type assocRef struct {
+	a  *sctpddp.Association
+	mu sync.Mutex
+	n  int
+}
+
+func (r *assocRef) hold() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return false
+	}
+	r.n++
+	return true
+}
+
+func (r *assocRef) release() {
+	r.mu.Lock()
+	r.n--
+	last := r.n == 0
+	r.mu.Unlock()
+	if last {
+		r.a.Close()
+	}
+}
+
 // serveAssociation offers the session requests of one association until
-// it ends (the peer ends it, or the Listener closes), and then closes it
-// once every connection accepted on it has been closed.
+// it ends (the peer ends it, or the Listener closes). The association is
+// closed when, besides, every connection accepted on it has been closed.
 func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association) {
 	sessions := a.Sessions(0)
-	var live sync.WaitGroup
-	defer func() {
-		live.Wait()
-		a.Close()
-	}()
+	ref := &assocRef{a: a, n: 1}
+	defer ref.release()
 	for {
 		sr, err := sessions.Accept(ctx)
 		if err != nil {
 			return
 		}
-		live.Add(1)
-		var once sync.Once
-		done := func() { once.Do(live.Done) }
 		r := &Request{l: l, transport: "sctp", remote: a.RemoteAddr(), peerData: sr.PrivateData, enhanced: sr.Enhanced}
 		r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
+			if !ref.hold() {
+				return nil, fmt.Errorf("iwarp: accept: %w", sctpddp.ErrClosed)
+			}
 			scfg := l.cfg.Session
 			scfg.PrivateData = pd
 			s, err := sr.Accept(qp, scfg)
 			if err != nil {
-				done()
+				ref.release()
 				return nil, err
 			}
+			var once sync.Once
 			return &Conn{qp: qp, url: l.url, transport: "sctp", session: s, local: a.LocalAddr(), remote: a.RemoteAddr(),
-				peerData: sr.PrivateData, cfg: l.cfg, release: done}, nil
+				peerData: sr.PrivateData, cfg: l.cfg, release: func() { once.Do(ref.release) }}, nil
 		}
-		r.reject = func(pd []byte) error {
-			defer done()
-			return sr.Reject(pd, 0, 0)
-		}
+		r.reject = func(pd []byte) error { return sr.Reject(pd, 0, 0) }
 		if !l.offer(r) {
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/term"
@@ -26,6 +26,7 @@ type node struct {
 	pd       *rdmap.ProtectionDomain
 	scq, rcq *rdmap.CompletionQueue
 	qp       *rdmap.QueuePair
+	conn     *iwarp.Conn // once connected
 }
 
 func newNode() *node {
@@ -40,69 +41,38 @@ func newNode() *node {
 	return &node{dev: dev, pd: pd, scq: scq, rcq: rcq, qp: qp}
 }
 
-// connectTCP joins client to server with MPA over TCP on loopback.
-func connectTCP(ctx context.Context, client, server *node) {
-	l, err := mpa.Listen("tcp", "127.0.0.1:0", &mpa.Config{})
+// connect joins alice's queue pair (the client) to bob's (the server) at
+// url. Bob accepts with a description of region as private data; connect
+// returns what Alice decodes from it.
+func connect(ctx context.Context, url string, cfg *iwarp.Config, alice, bob *node, region *rdmap.MemoryRegion) rdmap.RemoteBuffer {
+	l, err := iwarp.Listen(ctx, url, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close()
+	defer l.Close() // stops listening; accepted connections stay
 	accepted := make(chan error, 1)
 	go func() {
-		req, err := l.Accept(ctx) // the MPA Request Frame has arrived
+		req, err := l.Accept(ctx) // a peer asks to connect
 		if err == nil {
-			_, err = req.Accept(server.qp, nil) // send the Reply, start the QP
+			// Accept starts Bob's queue pair and answers with 16 octets:
+			// the region's STag, Tagged Offset and length.
+			bob.conn, err = req.Accept(bob.qp, region.Remote().Append(nil))
 		}
 		accepted <- err
 	}()
 
-	_, err = mpa.Dial(ctx, "tcp", l.Addr().String(), client.qp, &mpa.Config{})
+	alice.conn, err = iwarp.Dial(ctx, l.URL(), alice.qp, cfg)
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // errors.Is: iwarp.ErrUnreachable, ErrRejected, ErrHandshake
 	}
 	if err := <-accepted; err != nil {
 		log.Fatal(err)
 	}
-}
-
-// connectSCTP joins client to server with DDP over SCTP over DTLS on
-// loopback, both ends authenticated by a pre-shared key.
-func connectSCTP(ctx context.Context, client, server *node) {
-	cfg := &sctpddp.Config{
-		PSK:         []byte("a key both ends know"),
-		PSKIdentity: []byte("guide"),
-		MTU:         sctpddp.LoopbackMTU,
-	}
-	l, err := sctpddp.Listen(ctx, "udp", "127.0.0.1:0", cfg)
+	remote, _, err := rdmap.ParseRemoteBuffer(alice.conn.PeerPrivateData())
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close()
-	accepted := make(chan error, 1)
-	go func() {
-		a, err := l.Accept(ctx) // a DTLS/SCTP association
-		if err != nil {
-			accepted <- err
-			return
-		}
-		req, err := a.Sessions(0).Accept(ctx) // a DDP Stream Session Initiate
-		if err == nil {
-			_, err = req.Accept(server.qp, sctpddp.SessionConfig{})
-		}
-		accepted <- err
-	}()
-
-	a, err := sctpddp.Dial(ctx, "udp", l.Addr().String(), cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	// DDP stream 1 of the association carries this queue pair.
-	if _, err := sctpddp.Connect(ctx, a, 1, client.qp, sctpddp.SessionConfig{}); err != nil {
-		log.Fatal(err)
-	}
-	if err := <-accepted; err != nil {
-		log.Fatal(err)
-	}
+	return remote
 }
 
 // Write, Read, Send and receive over MPA/TCP.
@@ -110,8 +80,14 @@ func Example_guideTCP() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
-	connectTCP(ctx, alice, bob)
-	operations(ctx, alice, bob)
+	// Bob registers 64 bytes that the peer may write and read.
+	region, err := bob.pd.RegisterMemory(make([]byte, 64), 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
+	if err != nil {
+		log.Fatal(err)
+	}
+	remote := connect(ctx, "tcp://127.0.0.1:0", nil, alice, bob, region)
+	operations(ctx, alice, bob, remote)
+	region.Deregister()
 	// Output:
 	// RDMA_WRITE SUCCESS 5
 	// RDMA_READ SUCCESS "hello"
@@ -126,8 +102,18 @@ func Example_guideSCTP() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
-	connectSCTP(ctx, alice, bob)
-	operations(ctx, alice, bob)
+	region, err := bob.pd.RegisterMemory(make([]byte, 64), 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := &iwarp.Config{SCTP: &sctpddp.Config{
+		PSK:         []byte("a key both ends know"),
+		PSKIdentity: []byte("guide"),
+		MTU:         sctpddp.LoopbackMTU,
+	}}
+	remote := connect(ctx, "sctp://127.0.0.1:0", cfg, alice, bob, region)
+	operations(ctx, alice, bob, remote)
+	region.Deregister()
 	// Output:
 	// RDMA_WRITE SUCCESS 5
 	// RDMA_READ SUCCESS "hello"
@@ -137,22 +123,14 @@ func Example_guideSCTP() {
 	// RECV WR_FLUSH_ERR
 }
 
-func operations(ctx context.Context, alice, bob *node) {
-	// Bob registers 64 bytes that the peer may write and read.
-	buf := make([]byte, 64)
-	mr, err := bob.pd.RegisterMemory(buf, 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
-	if err != nil {
-		log.Fatal(err)
-	}
-	stag, to := mr.STag(), uint64(0x1000) // what Bob advertises to Alice
-
-	// RDMA Write: Alice's bytes land in Bob's buf at TO 0x1010.
+func operations(ctx context.Context, alice, bob *node, remote rdmap.RemoteBuffer) {
+	// RDMA Write: Alice's bytes land in Bob's region, 16 octets in.
 	src, _ := alice.pd.RegisterMemory([]byte("hello"), 0, 0)
-	err = alice.qp.PostWrite(rdmap.WriteWR{
+	err := alice.qp.PostWrite(rdmap.WriteWR{
 		ID:         1,
 		SGL:        []rdmap.SGE{{MR: src, Length: 5}},
-		RemoteSTag: stag,
-		RemoteTO:   to + 0x10,
+		RemoteSTag: remote.STag,
+		RemoteTO:   remote.TO + 0x10,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -168,8 +146,8 @@ func operations(ctx context.Context, alice, bob *node) {
 	err = alice.qp.PostRead(rdmap.ReadWR{
 		ID:         2,
 		Local:      rdmap.SGE{MR: sink, Length: 5},
-		RemoteSTag: stag,
-		RemoteTO:   to + 0x10,
+		RemoteSTag: remote.STag,
+		RemoteTO:   remote.TO + 0x10,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -188,8 +166,8 @@ func operations(ctx context.Context, alice, bob *node) {
 			err := alice.qp.PostRead(rdmap.ReadWR{
 				ID:         uint64(10 + i),
 				Local:      rdmap.SGE{MR: parts, Offset: uint64(i), Length: 1},
-				RemoteSTag: stag,
-				RemoteTO:   to + 0x10 + uint64(i),
+				RemoteSTag: remote.STag,
+				RemoteTO:   remote.TO + 0x10 + uint64(i),
 				Unsignaled: i < 3,
 			})
 			if err != nil {
@@ -223,35 +201,43 @@ func operations(ctx context.Context, alice, bob *node) {
 	got, _ := bob.rcq.Wait(ctx)
 	fmt.Printf("%v %d %d %q\n", got.Op, got.WRID, got.ByteLen, rbuf.Bytes()[:got.ByteLen])
 
-	// Closing: Close drains the send queue, then flushes what is left.
+	// Closing: Close drains the send queue, flushes what is left and
+	// releases the transport (socket, association, goroutines).
 	bob.qp.PostRecv(rdmap.RecvWR{ID: 8, SGL: []rdmap.SGE{{MR: rbuf, Length: 256}}})
-	alice.qp.Close(ctx)
-	bob.qp.Close(ctx)
+	alice.conn.Close(ctx)
+	bob.conn.Close(ctx)
 	flushed, _ := bob.rcq.Wait(ctx)
 	fmt.Println(flushed.Op, flushed.Status) // the unused receive buffer
-	mr.Deregister()
 }
 
-// Errors: an RDMA Write to an STag the peer never registered. The peer's
-// DDP layer refuses the segment and sends a Terminate; the writer's work
-// request completes with an error that carries the Terminate triple.
+// Errors: an RDMA Write past the end of the region the peer advertised.
+// The peer's DDP layer refuses the segment and sends a Terminate; the
+// writer's work requests complete with an error that carries the
+// Terminate triple.
 func Example_guideErrors() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice, bob := newNode(), newNode()
-	connectTCP(ctx, alice, bob)
-	defer alice.qp.Close(ctx)
-	defer bob.qp.Close(ctx)
+	region, _ := bob.pd.RegisterMemory(make([]byte, 64), 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
+	remote := connect(ctx, "tcp://127.0.0.1:0", nil, alice, bob, region)
+	defer alice.conn.Close(ctx)
+	defer bob.conn.Close(ctx)
 
 	src, _ := alice.pd.RegisterMemory([]byte("x"), 0, 0)
-	alice.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1}},
-		RemoteSTag: 0x12345600, RemoteTO: 0})
-	// An RDMA Write has no reply: it completes once sent, or is flushed
-	// if the Terminate comes first. A Read posted after it needs the
-	// peer's answer, and is flushed.
 	sink, _ := alice.pd.RegisterMemory(make([]byte, 1), 0, rdmap.LocalWrite)
-	alice.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 1},
-		RemoteSTag: 0x12345600, RemoteTO: 0})
+	// An RDMA Write has no reply: it completes once sent, or is flushed
+	// if the Terminate comes first. A Read posted with it needs the
+	// peer's answer, and is flushed. (Posted after the Write alone, the
+	// Read could find the stream stopped: PostRead fails, ErrNotRunning.)
+	err := alice.qp.PostBatch(func() error {
+		alice.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 1}},
+			RemoteSTag: remote.STag, RemoteTO: remote.TO + uint64(remote.Len)})
+		return alice.qp.PostRead(rdmap.ReadWR{ID: 2, Local: rdmap.SGE{MR: sink, Length: 1},
+			RemoteSTag: remote.STag, RemoteTO: remote.TO})
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for {
 		c, err := alice.scq.Wait(ctx)
 		if err != nil {
@@ -263,19 +249,83 @@ func Example_guideErrors() {
 		}
 	}
 
-	// The queue pair has stopped; Err says why, as a *term.Error.
-	err := alice.qp.Err()
+	// The stream has stopped; Err says why, as a *term.Error.
+	<-alice.conn.Done()
+	err = alice.conn.Err()
 	var te *term.Error
 	if errors.As(err, &te) {
 		fmt.Println(te.Remote, te.Name())
 	}
-	if errors.Is(err, term.DDPInvalidSTag) {
-		fmt.Println("invalid STag")
+	if errors.Is(err, term.DDPBaseBounds) {
+		fmt.Println("out of bounds")
 	} else {
 		fmt.Println("stopped:", err)
 	}
 	// Output:
 	// WR_FLUSH_ERR
-	// true Tagged Buffer Error / Invalid Steering Tag
-	// invalid STag
+	// true Tagged Buffer Error / Base or bounds violation
+	// out of bounds
+}
+
+// Under sctp:// addresses: two queue pairs share one SCTP association,
+// each on a DDP stream of its own.
+func Example_guideAssociation() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := &sctpddp.Config{
+		PSK:         []byte("a key both ends know"),
+		PSKIdentity: []byte("guide"),
+		MTU:         sctpddp.LoopbackMTU,
+	}
+	clients := []*node{newNode(), newNode()}
+	servers := []*node{newNode(), newNode()}
+
+	l, err := sctpddp.Listen(ctx, "udp", "127.0.0.1:0", cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *sctpddp.Association, 1)
+	go func() {
+		a, err := l.Accept(ctx) // a DTLS/SCTP association
+		if err != nil {
+			log.Fatal(err)
+		}
+		sessions := a.Sessions(0)
+		for _, n := range servers {
+			req, err := sessions.Accept(ctx) // a DDP Stream Session Initiate
+			if err == nil {
+				_, err = req.Accept(n.qp, sctpddp.SessionConfig{})
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+		}
+		accepted <- a
+	}()
+
+	a, err := sctpddp.Dial(ctx, "udp", l.Addr().String(), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range clients {
+		// Connect picks a DDP stream no session of a uses.
+		s, err := a.Connect(ctx, n.qp, sctpddp.SessionConfig{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("DDP stream", s.ID())
+	}
+	peer := <-accepted
+
+	// Closing a queue pair ends its session; the association stays
+	// until it is shut down or closed.
+	for _, n := range append(clients, servers...) {
+		n.qp.Close(ctx)
+	}
+	a.Shutdown(ctx)
+	<-peer.Done()
+	// Output:
+	// DDP stream 1
+	// DDP stream 3
 }
