@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,8 +188,12 @@ func TestRecorderLive(t *testing.T) {
 	}
 }
 
+// tsn numbers the DATA chunks of sctpData.
+var tsn atomic.Uint32
+
 // sctpData is an SCTP packet from port 5000 to 5000 with one DATA chunk
-// of the PPID carrying msg, flags B and E as begin and end.
+// (TSN the next of tsn) of the PPID carrying msg, flags B and E as begin
+// and end.
 func sctpData(stream uint16, ppid uint32, begin, end bool, msg []byte) []byte {
 	b := []byte{0x13, 0x88, 0x13, 0x88, 1, 2, 3, 4, 0, 0, 0, 0}
 	flags := byte(0)
@@ -200,7 +205,7 @@ func sctpData(stream uint16, ppid uint32, begin, end bool, msg []byte) []byte {
 	}
 	b = append(b, pcapfile.SCTPData, flags)
 	b = binary.BigEndian.AppendUint16(b, uint16(16+len(msg)))
-	b = append(b, 0, 0, 0, 1)
+	b = binary.BigEndian.AppendUint32(b, tsn.Add(1))
 	b = binary.BigEndian.AppendUint16(b, stream)
 	b = append(b, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, ppid)
@@ -245,13 +250,17 @@ func recordSCTP(t testing.TB, packets [][]byte) string {
 }
 
 // DDP over SCTP: session control and DDP Segments, one put back together
-// from two DATA chunks, each way of one association.
+// from two DATA chunks, each way of one association; a retransmitted
+// chunk counts once.
 func TestRecorderSCTP(t *testing.T) {
 	send := segmentChunk(1, untagged(rdmap.OpSend, 0, 1, true, []byte("over SCTP")))
+	initiate := sctpData(1, 17, true, true, sessionControl(0, 1, []byte("hi")))
 	path := recordSCTP(t, [][]byte{
-		sctpData(1, 17, true, true, sessionControl(0, 1, []byte("hi"))),
+		initiate,
 		sctpData(1, 17, true, true, sessionControl(0, 2, nil)),
 		sctpData(1, 16, true, false, send[:5]),
+		sctpData(1, 53, true, true, []byte("not DDP")),
+		initiate, // outbound again: retransmitted
 		sctpData(1, 53, true, true, []byte("not DDP")),
 		sctpData(1, 16, false, true, send[5:]),
 	})

@@ -15,53 +15,30 @@ import (
 // sctpDecoder collects the DDP traffic of SCTP packets.
 type sctpDecoder struct {
 	recs  []Record
+	asm   *pcapfile.SCTPAssembler
 	conns map[string]int // association (its two ends, sorted) -> conn number, from 1
-	frags map[string][]byte
 	order int
 }
 
 func newSCTPDecoder() *sctpDecoder {
-	return &sctpDecoder{conns: map[string]int{}, frags: map[string][]byte{}}
+	return &sctpDecoder{asm: pcapfile.NewSCTPAssembler(), conns: map[string]int{}}
 }
 
-// packet decodes one captured packet if it is SCTP: the DATA chunks of
-// PPID 16 and 17, put back together from their fragments.
+// packet decodes one captured packet if it is SCTP: the messages of PPID
+// 16 and 17 it completes.
 func (d *sctpDecoder) packet(p pcapfile.Packet) {
 	sp, _ := pcapfile.DecodeSCTP(p.LinkType, p.Data) // the chunks before a malformed one count
-	if len(sp.Chunks) == 0 {
-		return
-	}
-	from, to := sp.Src.String(), sp.Dst.String()
-	key := from + " " + to
-	if to < from {
-		key = to + " " + from
-	}
-	for _, c := range sp.Chunks {
-		dc, ok := c.Data()
-		if !ok {
-			continue
-		}
-		ppid := sctpddp.PPID(dc.PPID)
+	for _, m := range d.asm.Add(p.Time, sp) {
+		ppid := sctpddp.PPID(m.PPID)
 		if ppid != sctpddp.PPIDSegment && ppid != sctpddp.PPIDSessionControl {
 			continue
 		}
-		fk := fmt.Sprintf("%s>%s/%d", from, to, dc.Stream)
-		switch {
-		case dc.Begin && dc.End:
-			d.message(p.Time, key, from, to, dc.Stream, ppid, dc.Data)
-		case dc.Begin:
-			d.frags[fk] = append([]byte(nil), dc.Data...)
-		default:
-			if prev, ok := d.frags[fk]; ok {
-				prev = append(prev, dc.Data...)
-				if dc.End {
-					delete(d.frags, fk)
-					d.message(p.Time, key, from, to, dc.Stream, ppid, prev)
-				} else {
-					d.frags[fk] = prev
-				}
-			}
+		from, to := m.Src.String(), m.Dst.String()
+		key := from + " " + to
+		if to < from {
+			key = to + " " + from
 		}
+		d.message(m.Time, key, from, to, m.Stream, ppid, m.Data)
 	}
 }
 

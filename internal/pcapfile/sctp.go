@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // ErrNotSCTP is returned by DecodeSCTP for a packet that is well formed as
@@ -101,6 +102,96 @@ func DecodeSCTP(lt LinkType, data []byte) (SCTPPacket, error) {
 		b = b[min((n+3)&^3, len(b)):] // the last chunk's padding may be left out
 	}
 	return p, nil
+}
+
+// SCTP chunk types that start an association.
+const (
+	sctpInit    uint8 = 1
+	sctpInitAck uint8 = 2
+)
+
+// SCTPMessage is a user message of an SCTP association.
+type SCTPMessage struct {
+	Time     time.Time // of the packet that completed it
+	Src, Dst netip.AddrPort
+	Stream   uint16
+	PPID     uint32 // its last fragment's
+	// Data is the message. For a message of one chunk it aliases the
+	// packet's data.
+	Data []byte
+}
+
+// SCTPAssembler puts the user messages of SCTP packets back together:
+// the fragments of a message (the B and E flags of DATA chunks) joined in
+// the order they come, per direction and stream, and DATA chunks
+// retransmitted (a TSN seen before in that direction) dropped. An INIT or
+// INIT ACK between two ends starts their TSNs afresh. Unordered messages
+// fragmented across others of their stream and I-DATA are beyond it.
+type SCTPAssembler struct {
+	tsns  map[sctpDir]map[uint32]bool
+	frags map[sctpStream][]byte
+}
+
+type sctpDir struct{ src, dst netip.AddrPort }
+
+type sctpStream struct {
+	sctpDir
+	stream uint16
+}
+
+// NewSCTPAssembler returns an empty SCTPAssembler.
+func NewSCTPAssembler() *SCTPAssembler {
+	return &SCTPAssembler{tsns: map[sctpDir]map[uint32]bool{}, frags: map[sctpStream][]byte{}}
+}
+
+// Add takes the chunks of one packet, captured at t, and returns the
+// messages they complete.
+func (a *SCTPAssembler) Add(t time.Time, p SCTPPacket) []SCTPMessage {
+	dir := sctpDir{p.Src, p.Dst}
+	var out []SCTPMessage
+	for _, c := range p.Chunks {
+		if c.Type == sctpInit || c.Type == sctpInitAck {
+			delete(a.tsns, dir)
+			delete(a.tsns, sctpDir{p.Dst, p.Src})
+			continue
+		}
+		d, ok := c.Data()
+		if !ok {
+			continue
+		}
+		seen := a.tsns[dir]
+		if seen == nil {
+			seen = map[uint32]bool{}
+			a.tsns[dir] = seen
+		}
+		if seen[d.TSN] {
+			continue // a retransmission
+		}
+		seen[d.TSN] = true
+		k := sctpStream{dir, d.Stream}
+		msg := SCTPMessage{Time: t, Src: p.Src, Dst: p.Dst, Stream: d.Stream, PPID: d.PPID}
+		switch {
+		case d.Begin && d.End:
+			msg.Data = d.Data
+		case d.Begin:
+			a.frags[k] = append([]byte(nil), d.Data...)
+			continue
+		default:
+			prev, ok := a.frags[k]
+			if !ok {
+				continue // its first fragment is not in the capture
+			}
+			prev = append(prev, d.Data...)
+			if !d.End {
+				a.frags[k] = prev
+				continue
+			}
+			delete(a.frags, k)
+			msg.Data = prev
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // ExportedPDU is a record of Wireshark's "Export PDUs to File"

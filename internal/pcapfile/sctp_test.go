@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 // sctpPacket is an SCTP packet from port 5000 to 5001 with a DATA chunk
@@ -143,4 +146,40 @@ func FuzzDecodeSCTP(f *testing.F) {
 			t.Fatal("chunks longer than the packet")
 		}
 	})
+}
+
+// TestSCTPAssembler: fragments joined per direction and stream, a
+// retransmitted chunk dropped, TSNs afresh after an INIT.
+func TestSCTPAssembler(t *testing.T) {
+	a, b := netip.MustParseAddrPort("192.0.2.1:5000"), netip.MustParseAddrPort("192.0.2.2:5000")
+	data := func(tsn uint32, stream uint16, flags uint8, s string) SCTPChunk {
+		v := binary.BigEndian.AppendUint32(nil, tsn)
+		v = binary.BigEndian.AppendUint16(v, stream)
+		v = append(v, 0, 0, 0, 0, 0, 16)
+		return SCTPChunk{Type: SCTPData, Flags: flags, Value: append(v, s...)}
+	}
+	const begin, end = 2, 1
+	asm := NewSCTPAssembler()
+	var got []string
+	add := func(src, dst netip.AddrPort, chunks ...SCTPChunk) {
+		for _, m := range asm.Add(time.Time{}, SCTPPacket{Src: src, Dst: dst, Chunks: chunks}) {
+			got = append(got, fmt.Sprintf("%v/%d:%s", m.Src, m.Stream, m.Data))
+		}
+	}
+	add(a, b, data(10, 1, begin, "he"), data(11, 2, begin|end, "one"))
+	add(b, a, data(10, 1, begin|end, "other way, same TSN"))
+	add(a, b, data(12, 1, 0, "ll"), data(11, 2, begin|end, "one"))      // TSN 11 again
+	add(a, b, data(12, 1, 0, "ll"), data(13, 1, end, "o"))              // TSN 12 again
+	add(a, b, data(20, 3, 0, "no start"), data(21, 3, end, "no start")) // first fragment missing
+	add(b, a, SCTPChunk{Type: 1})                                       // INIT
+	add(a, b, data(11, 2, begin|end, "new association"))
+	want := []string{
+		"192.0.2.1:5000/2:one",
+		"192.0.2.2:5000/1:other way, same TSN",
+		"192.0.2.1:5000/1:hello",
+		"192.0.2.1:5000/2:new association",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("messages\n%q\nwant\n%q", got, want)
+	}
 }
