@@ -86,11 +86,14 @@ func field(v int) uint16 {
 // and, when rtrs is not empty, the peer-to-peer model with the RTR
 // indications it can send. "The initiator MUST set Control Flag A to 1
 // for the peer-to-peer model. The initiator MUST set each Control Flag B,
-// C, and D to 1 for each of the options it supports" (§9.2).
+// C, and D to 1 for each of the options it supports" (§9.2). With an ORD
+// of 0 it cannot send the zero-length RDMA Read Request (it takes one
+// ORD, RFC 5040 §6.1), and does not offer it; if that leaves no RTR
+// indication, the offer is for the client-server model.
 func Offer(ird, ord int, rtrs []RTR) EnhancedData {
 	e := EnhancedData{IRD: field(ird), ORD: field(ord)}
 	for _, r := range rtrs {
-		if r != RTRNone {
+		if r != RTRNone && (r != RTRRead || ord > 0) {
 			e.PeerToPeer = true
 			e.set(r)
 		}

@@ -136,6 +136,13 @@ func TestNegotiateRTR(t *testing.T) {
 	// A zero-length RDMA Read Request takes one of the responder's IRD:
 	// with an ORD of 0 the initiator chooses another indication.
 	offer := Offer(8, 0, []RTR{r, w})
+	if offer.has(r) || !offer.has(w) {
+		t.Fatalf("with ORD 0 the offer is %v, want the write RTR alone", offer)
+	}
+	if o := Offer(8, 0, []RTR{r}); o.PeerToPeer {
+		t.Fatalf("with ORD 0 and only the read RTR, the offer is %v", o)
+	}
+	offer.set(r) // as a peer that offers it anyway
 	reply, _ := Answer(offer, 0, 8, []RTR{w, r})
 	if _, rtr, err := Settle(offer, reply, 8, 0, []RTR{r, w}); err != nil || rtr != w {
 		t.Fatalf("with ORD 0: %v, %v", rtr, err)

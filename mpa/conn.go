@@ -27,7 +27,10 @@ type Config struct {
 	// sends to it"). Markers go the other way when the peer asks.
 	Markers bool
 	// NoCRC clears the C bit. CRCs are used in both directions unless
-	// both ends clear it (RFC 5044 §7.1.1).
+	// both ends clear it (RFC 5044 §7.1.1), so a Reply repeats a
+	// Request's C bit of 1 whatever NoCRC says: it then declares the CRC
+	// usage that will be (Linux siw's mpa_crc_required refuses a Reply
+	// with C 0).
 	NoCRC bool
 	// PrivateData goes in the Request or Reply Frame (at most 512 octets,
 	// 508 with Revision 2).
@@ -135,11 +138,15 @@ var responderRTRs = []ddp.RTR{ddp.RTRWrite, ddp.RTRRead}
 type Negotiated struct {
 	Revision   int
 	CRC        bool
-	MarkersTx  bool    // Markers in the FPDUs this end sends
-	MarkersRx  bool    // Markers in the FPDUs this end receives
-	PeerToPeer bool    // RFC 6581's peer-to-peer model
-	RTR        ddp.RTR // the RTR indication the initiator sends (RTRNone in client-server)
-	PeerData   []byte  // the peer's Private Data (after any enhanced data)
+	MarkersTx  bool // Markers in the FPDUs this end sends
+	MarkersRx  bool // Markers in the FPDUs this end receives
+	PeerToPeer bool // RFC 6581's peer-to-peer model
+	// RTR is the RTR indication this end sent as the initiator
+	// (RTRNone in client-server, and on the responder, where the
+	// initiator chooses among the flags of LocalIRDORD and its
+	// indication arrives as an ordinary message).
+	RTR      ddp.RTR
+	PeerData []byte // the peer's Private Data (after any enhanced data)
 	// PeerIRDORD and LocalIRDORD are the enhanced data each end sent
 	// (revision 2): "The responder and initiator MUST pass the peer's
 	// provided IRD and ORD values to the ULP" (RFC 6581 §9.1). The

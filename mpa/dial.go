@@ -62,6 +62,9 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 	req := Frame{Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: uint8(cfg.revision()), PrivateData: cfg.PrivateData}
 	ird, ord := ep.ReadLimits()
 	offer := ddp.Offer(ird, ord, cfg.rtrs())
+	if len(cfg.rtrs()) > 0 && !offer.PeerToPeer {
+		return nil, fmt.Errorf("mpa: Config.RTR %v: with ORD 0 this end cannot send a zero-length RDMA Read Request (RFC 5040 §6.1); allow another RTR indication or set ClientServer", cfg.RTR)
+	}
 	if cfg.revision() >= 2 {
 		req.Enhanced = true
 		req.PrivateData = append(offer.Append(nil), cfg.PrivateData...)

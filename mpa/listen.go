@@ -325,7 +325,7 @@ func (r *Request) Accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 
 func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 	cfg := r.cfg
-	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
+	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC || r.req.CRC, Rev: r.req.Rev, PrivateData: privateData}
 	var neg Negotiated
 	if offer := r.Enhanced; offer != nil {
 		// "If the responder receives an enhanced MPA message, it MUST
@@ -382,7 +382,7 @@ func (r *Request) Reject(privateData []byte, ird, ord int) error {
 		defer r.done()
 		defer r.nc.Close()
 		cfg := r.cfg
-		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: r.req.Rev, PrivateData: privateData}
+		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC || r.req.CRC, Rev: r.req.Rev, PrivateData: privateData}
 		if r.Enhanced != nil {
 			e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
 			rep.Enhanced = true

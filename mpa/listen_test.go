@@ -259,3 +259,30 @@ func TestClientServer(t *testing.T) {
 	}
 	rdmaptest.Exercise(t, a, b)
 }
+
+// A responder with NoCRC answers a Request whose C bit is 1 with a Reply
+// whose C bit is 1 too: CRCs are used either way ("When this bit is '1'
+// in either the MPA Request Frame or MPA Reply Frame, CRCs MUST be
+// generated and checked by both endpoints", RFC 5044 §7.1.2), and the
+// Reply declares it. A Request with C 0 gets C 0.
+func TestReplyRepeatsRequestCRC(t *testing.T) {
+	noLeaks(t)
+	for _, crc := range []bool{true, false} {
+		l, ch, _ := listenFor(t, Config{NoCRC: true, ClientServer: true})
+		c := rawDial(t, l.Addr().String())
+		offer := ddp.Offer(8, 8, nil)
+		c.Write((&Frame{Rev: 2, CRC: crc, Enhanced: true, PrivateData: offer.Append(nil)}).Append(nil))
+		rep, err := ReadFrame(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.CRC != crc {
+			t.Errorf("Request C %v: Reply C %v", crc, rep.CRC)
+		}
+		conn := <-ch
+		if conn == nil || conn.Negotiated().CRC != crc {
+			t.Fatalf("Request C %v: the connection negotiated %+v", crc, conn)
+		}
+		c.Close()
+	}
+}

@@ -127,6 +127,8 @@ func Known(l Layer, etype, code uint8) bool {
 		return true
 	case l == LayerDDP && etype == ETypeDDPReservedLLP:
 		return true
+	case l == LayerDDP && etype == 0 && code == 0:
+		return true // "0x1/0x0/0x00, Local Catastrophic" (RFC 6580 §3)
 	}
 	return c != "" && c != "unassigned"
 }

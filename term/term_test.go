@@ -47,7 +47,7 @@ func TestNames(t *testing.T) {
 	if !strings.Contains(s, "Tagged Offset wrap") || !strings.Contains(s, "reported by peer") || !strings.Contains(s, "detail") {
 		t.Error(s)
 	}
-	if Known(LayerDDP, 2, 0x07) || !Known(LayerDDP, 2, 0x06) || Known(LayerLLP, 0, 0x08) || !Known(LayerRDMAP, 0, 0x42) {
+	if Known(LayerDDP, 2, 0x07) || !Known(LayerDDP, 2, 0x06) || Known(LayerLLP, 0, 0x08) || !Known(LayerRDMAP, 0, 0x42) || !Known(LayerDDP, 0, 0) || Known(LayerDDP, 0, 1) {
 		t.Error("Known")
 	}
 }
