@@ -137,11 +137,7 @@ func siwTerminateNote(ctl []byte) string {
 	if len(ctl) < 3 {
 		return ""
 	}
-	// term.Known leaves out DDP's Local Catastrophic error, 0x1/0x0/0x00
-	// (RFC 6580 §3 registers it).
-	known := func(l term.Layer, etype, code uint8) bool {
-		return term.Known(l, etype, code) || (l == term.LayerDDP && etype == 0 && code == 0)
-	}
+	known := term.Known
 	layer, etype, code := term.Layer(ctl[0]>>4), ctl[0]&0xf, ctl[1]
 	sl, se := term.Layer(etype), uint8(layer)
 	if !known(sl, se, code) || sl == layer {
