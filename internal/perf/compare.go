@@ -136,7 +136,8 @@ func DialRawTCP(ctx context.Context, addr string) (*RawLink, error) {
 }
 
 // DialRawSCTP connects to a raw listener over DTLS and SCTP with cfg (the
-// iWARP association's configuration, for the same tuning).
+// iWARP association's configuration, for the same tuning). ctx, while the
+// link is open, ends what it does.
 func DialRawSCTP(ctx context.Context, addr string, cfg *sctpddp.Config) (*RawLink, error) {
 	a, err := sctpddp.Dial(ctx, "udp", addr, cfg)
 	if err != nil {
@@ -147,13 +148,15 @@ func DialRawSCTP(ctx context.Context, addr string, cfg *sctpddp.Config) (*RawLin
 		a.Close()
 		return nil, err
 	}
-	return &RawLink{a: a, s: s}, nil
+	// Reads take no context (sctpRecv): closing the association ends
+	// them.
+	return &RawLink{a: a, s: s, stop: context.AfterFunc(ctx, func() { a.Close() })}, nil
 }
 
 // Close closes the link.
 func (l *RawLink) Close() {
+	l.stop()
 	if l.tcp != nil {
-		l.stop()
 		l.tcp.Close()
 		return
 	}
@@ -230,11 +233,11 @@ func (c *Client) rawBW(ctx context.Context, size, count int) (*RawStats, error) 
 		st.Method = fmt.Sprintf("SCTP messages of up to %d octets (the MULPDU), same association tuning", l.s.MULPDU())
 		buf := c.rawBuf[:sctpBufLen]
 		if toClient {
-			if err = sctpRecv(ctx, l.s, size*count, buf); err == nil {
+			if err = sctpRecv(l.s, size*count, buf); err == nil {
 				err = sctpWrite(ctx, l.s, ack[:])
 			}
 		} else if err = sctpSend(ctx, l.s, c.rawSrc, size, count); err == nil {
-			err = sctpRecv(ctx, l.s, 1, buf)
+			err = sctpRecv(l.s, 1, buf)
 		}
 	}
 	if err != nil {
@@ -325,7 +328,7 @@ func (c *Client) rawRPC(ctx context.Context, req, resp, count, window int, halve
 				}
 				sent += k
 			}
-			if err := sctpRecv(ctx, l.s, resp, buf); err != nil {
+			if err := sctpRecv(l.s, resp, buf); err != nil {
 				return nil, nil, err
 			}
 			done++

@@ -44,10 +44,13 @@ func sctpSend(ctx context.Context, s *sctpddp.Stream, src []byte, size, count in
 // errSCTPMessage is a raw SCTP message that is no payload of ours.
 var errSCTPMessage = errors.New("perf: raw SCTP: unexpected message")
 
-// sctpRecv reads SCTP messages until n octets of payload have come.
-func sctpRecv(ctx context.Context, s *sctpddp.Stream, n int, buf []byte) error {
+// sctpRecv reads SCTP messages until n octets of payload have come. It
+// reads without a context (one would cost a timer per message, which the
+// iWARP session's receive loop does not pay either): the caller closes
+// the association to end it.
+func sctpRecv(s *sctpddp.Stream, n int, buf []byte) error {
 	for got := 0; got < n; {
-		k, ppid, err := s.ReadMessage(ctx, buf)
+		k, ppid, err := s.ReadMessage(context.Background(), buf)
 		if err != nil {
 			return err
 		}

@@ -143,6 +143,9 @@ func (s *Server) ServeRawSCTP(ctx context.Context, l *sctpddp.Listener) error {
 			defer wg.Done()
 			tctx, tcancel := context.WithCancel(ctx)
 			defer tcancel()
+			// The transfer's reads end when the association closes.
+			stop := context.AfterFunc(tctx, func() { a.Close() })
+			defer stop()
 			s.serveRawSCTP(tctx, a, tcancel)
 			// Deliver the last answer before closing.
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
@@ -182,7 +185,7 @@ func (s *Server) serveRawSCTP(ctx context.Context, a *sctpddp.Association, cance
 	case RawToServer:
 		for left := count; left > 0; {
 			k := min(left, 64)
-			if sctpRecv(ctx, st, k*size, buf) != nil {
+			if sctpRecv(st, k*size, buf) != nil {
 				return
 			}
 			progress.Add(1)
@@ -198,10 +201,10 @@ func (s *Server) serveRawSCTP(ctx context.Context, a *sctpddp.Association, cance
 			progress.Add(1)
 			left -= k
 		}
-		sctpRecv(ctx, st, 1, buf)
+		sctpRecv(st, 1, buf)
 	case RawRPC:
 		for range count {
-			if sctpRecv(ctx, st, int(h.Req), buf) != nil || sctpSend(ctx, st, c.rawSrc, size, 1) != nil {
+			if sctpRecv(st, int(h.Req), buf) != nil || sctpSend(ctx, st, c.rawSrc, size, 1) != nil {
 				return
 			}
 			progress.Add(1)
