@@ -14,9 +14,11 @@
 //     back together by sequence number, with retransmitted and
 //     overlapping segments merged, missing octets reported as a
 //     *GapError and retransmissions that disagree as an *OverlapError.
+//   - SCTPAssembler: SCTP user messages put back together from their
+//     DATA chunks, retransmitted chunks dropped.
 //   - Writer and ConnWriter: a pcap file with synthesized Ethernet, IPv4
-//     or IPv6 (AppendIPHeader) and TCP headers around given byte streams, which
-//     tshark and Wireshark open as an ordinary capture. File writes one
+//     or IPv6 (AppendIPHeader) and TCP headers around given byte streams,
+//     which tshark and Wireshark open as an ordinary capture. File writes one
 //     to disk as packets come, whole records at a time, so that it can be
 //     read while it grows and survives its writer's death.
 //

@@ -145,6 +145,14 @@ func FuzzDecodeSCTP(f *testing.F) {
 		if n > len(b) {
 			t.Fatal("chunks longer than the packet")
 		}
+		a := NewSCTPAssembler()
+		for range 2 {
+			for _, m := range a.Add(time.Time{}, p) {
+				if len(m.Data) > len(b) {
+					t.Fatal("a message longer than its chunks")
+				}
+			}
+		}
 	})
 }
 
