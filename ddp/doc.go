@@ -4,38 +4,48 @@
 // (package mpa for TCP, package sctpddp for SCTP and WebRTC data channels,
 // or a test pipe) drives it through a small contract.
 //
-// # What is where
+// The package is for the authors of a transport (a lower layer protocol,
+// LLP) and of an upper layer (a ULP: package rdmap); programs use rdmap's
+// verbs and never call it. The two meet through two interfaces:
 //
-//   - header.go: the DDP Control Field (§4.1) and the Tagged (§4.2) and
-//     Untagged (§4.3) Buffer Model headers, as byte-slice views and as a
-//     decoded Header with Append/ParseHeader.
-//   - send.go: the LLP contract for sending (MULPDU and a gather write of
-//     one segment) and the Sender, which segments messages (§5.2) and
-//     numbers untagged messages per queue from MSN one (§4.3).
-//   - stream.go: the Stream, which checks every incoming segment as §7.1
-//     requires, reporting the exact Error Type and Error Code of §7.2,
-//     places it, and delivers whole messages in order (§5.3, §5.4).
-//   - target.go: Target, the window of registered memory into which an LLP
-//     writes one segment's payload, with no intermediate copy.
-//   - enhanced.go: the enhanced RDMA connection establishment data of
-//     RFC 6581 §9 (IRD, ORD, connection model, RTR flags), which both
-//     lower layers carry in their set-up's Private Data: one codec for
-//     MPA's Request and Reply Frames and DDP over SCTP's Enhanced Session
-//     Control messages.
-//
-// # The contract with a lower layer
+//	// The transport's side, which the ULP's Sender writes through:
+//	type LLP interface {
+//		MULPDU() int                                      // largest segment
+//		WriteSegment(hdr []byte, payload [][]byte) error  // one segment
+//		Flush() error                                     // all written
+//		Poll(ctx context.Context, done func() bool) bool  // receive here
+//	}
+//	// The ULP's side, which the transport starts and feeds:
+//	type Endpoint interface {
+//		Stream() *Stream
+//		ReadLimits() (ird, ord int)
+//		SetORD(ord int) error
+//		Start(llp LLP, how Start) error
+//		Terminated() <-chan struct{}
+//	}
 //
 // Sending: the ULP calls Sender.SendTagged or SendUntagged with a scatter
-// list of registered memory; the Sender calls LLP.WriteSegment once per
-// segment with the encoded header and slices of that memory, which the LLP
-// writes as one gather write (writev) without copying the payload.
+// list of registered memory; the Sender segments the message to the
+// MULPDU (§5.2), numbers untagged messages per queue from MSN one (§4.3)
+// and calls LLP.WriteSegment once per segment with the encoded header and
+// slices of that memory. The LLP may keep the payload slices to write many
+// segments in one gather write (writev) at Flush, without copying.
 //
-// Receiving: the LLP reads a segment's DDP header, calls Stream.Begin with
-// the header, the payload length and the segment's sequence number on the
-// stream, gets a Target, reads the payload straight into it (from the TCP
-// socket, computing its CRC on the way, or from an SCTP message), and calls
-// Stream.End. LLPs that hold a whole segment in memory call Receive.
-// Errors the LLP detects itself go to Stream.Fail.
+// Receiving: the LLP verifies each segment's framing first (MPA's CRC and
+// Markers, SCTP's own checks) and only then hands the whole segment to
+// Stream.Receive with its sequence number on the stream; the Stream checks
+// it as §7.1 requires, reporting the exact Error Type and Error Code of
+// §7.2, places it and delivers whole messages in order (§5.3, §5.4).
+// Errors the LLP finds itself go to Stream.Fail or FailSegment, the end of
+// the LLP stream to Stream.Close (ErrDisconnected for an orderly close,
+// Lost for anything else). Endpoint.Start says how the stream starts: the
+// RTR indication to send first and whether the LLP must receive before it
+// sends (RFC 6581 §9.2, RFC 5044 §7.1.2).
+//
+// Offer, Answer and Settle are RFC 6581 §9's IRD, ORD and RTR
+// negotiation, once for both transports (MPA's Request and Reply Frames,
+// DDP over SCTP's Enhanced Initiate and Accept); EnhancedData is its
+// codec.
 //
 // Placement and delivery are separate: segments may arrive in any order
 // within the stream's window and are placed at once; a message is

@@ -26,9 +26,9 @@
 //   - RFC 5044 §4.1: the FPDU: ULPDU_Length, ULPDU, PAD, CRC.
 //   - RFC 5044 §4.2-4.3: Markers every 512 octets of the stream, counted
 //     from the first octet of Full Operation, with FPDUPTR pointing back
-//     at the ULPDU_Length field, 0x0000 for a Marker between FPDUs. The
-//     arithmetic is in marker.go (FPDULen, WireLen); the Writer encodes
-//     and ParseFPDU decodes.
+//     at the ULPDU_Length field, 0x0000 for a Marker between FPDUs. FPDULen
+//     and WireLen do the arithmetic; the Writer encodes and ParseFPDU
+//     decodes.
 //   - RFC 5044 §4.4: CRC32c as iSCSI computes it, over the ULPDU_Length
 //     field, the ULPDU, the PAD and every Marker of the FPDU, including a
 //     Marker just before the ULPDU_Length field and one just before the
@@ -53,7 +53,7 @@
 //     side: a posting goroutine or its send goroutine) calls
 //     Conn.WriteSegment for each segment and Conn.Flush once per batch.
 //     The receive side never writes.
-//   - Receiving (poll.go): one goroutine at a time holds the receive
+//   - Receiving: one goroutine at a time holds the receive
 //     token and reads: the connection's receive goroutine, or a goroutine
 //     waiting on a completion queue that only this connection's receives
 //     fill (Conn.Poll, ddp.LLP), so that the network wakes the waiter
@@ -114,8 +114,7 @@
 //     the RFC says. Its responder also sends its Reply before it reads
 //     the socket for FPDUs: Config.FirstFPDUDelay exists for that.
 //
-// Independent checks (see tshark_test.go, tshark_live_test.go and
-// capture_test.go): Wireshark 4.0's dissector finds every FPDU this
+// Independent checks (the package's tshark and capture tests): Wireshark 4.0's dissector finds every FPDU this
 // package writes, with "(Good CRC32)" and the same FPDUPTR values,
 // including Markers between FPDUs and just before the CRC; it shows the
 // CRC field's octets read big-endian, i.e. byte-swapped from the CRC32c

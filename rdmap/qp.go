@@ -100,11 +100,12 @@ type QPConfig struct {
 // DISCONNECTED instead. Close drains outstanding work and makes it
 // CLOSED.
 //
-// One route sends for a queue pair (send.go): work is queued, and whoever
-// holds the send side (sendMu) drains the queue to the LLP: a posting
-// goroutine that finds it idle, or the queue pair's send goroutine, which
-// drains what the receive side queues (Read Responses, the Terminate) and
-// what must wait for RDMA Read Responses.
+// Its methods may be called from any goroutine. One route sends for a
+// queue pair: work is queued, and a posting goroutine that finds the send
+// side idle hands it to the LLP itself; otherwise the queue pair's send
+// goroutine does, as it does for what the receive side queues (Read
+// Responses, the Terminate) and for what must wait for RDMA Read
+// Responses.
 type QueuePair struct {
 	pd     *ProtectionDomain
 	cfg    QPConfig
@@ -264,7 +265,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	return qp, nil
 }
 
-// Stream returns the DDP stream the LLP feeds incoming segments to.
+// Stream returns the DDP stream the LLP feeds incoming segments to. It
+// is part of ddp.Endpoint, for transports; programs do not call it.
 func (qp *QueuePair) Stream() *ddp.Stream { return qp.stream }
 
 // State returns the stream's state.
@@ -290,7 +292,9 @@ func (qp *QueuePair) Err() error {
 // is delivered (RFC 5040 §6.2.1).
 func (qp *QueuePair) Terminated() <-chan struct{} { return qp.terminated }
 
-// Start connects the queue pair to the LLP that carries its segments and
+// Start (ddp.Endpoint, for transports: programs connect with package
+// iwarp, mpa or sctpddp) connects the queue pair to the LLP that carries
+// its segments and
 // makes it RUNNING. The transport calls it once the LLP stream is in RDMA
 // mode; with an RTR indication (RFC 6581 §9.2) the queue pair sends that
 // zero-length message before anything else, as an unsignaled work
