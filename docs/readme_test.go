@@ -53,11 +53,15 @@ func TestREADMEMoreToTry(t *testing.T) {
 	}
 	_, gitErr := exec.Command("git", "-C", root, "rev-parse", "--is-inside-work-tree").Output()
 	bin := iwarpBinary(t)
-	tour := filepath.Join(filepath.Dir(bin), "tour")
-	if _, err := os.Stat(tour); err != nil {
-		if out, err := exec.Command("go", "build", "-o", tour, "../examples/tour").CombinedOutput(); err != nil {
-			t.Fatalf("go build ./examples/tour: %v\n%s", err, out)
+	// example builds ./examples/name once, beside the iwarp binary.
+	example := func(name string) string {
+		exe := filepath.Join(filepath.Dir(bin), "example-"+name)
+		if _, err := os.Stat(exe); err != nil {
+			if out, err := exec.Command("go", "build", "-o", exe, "../examples/"+name).CombinedOutput(); err != nil {
+				t.Fatalf("go build ./examples/%s: %v\n%s", name, err, out)
+			}
 		}
+		return exe
 	}
 	ports := map[string]string{}
 	loopback := regexp.MustCompile(`127\.0\.0\.1:\d+`)
@@ -90,8 +94,8 @@ func TestREADMEMoreToTry(t *testing.T) {
 		switch {
 		case len(args) >= 3 && args[0] == "go" && args[1] == "run" && args[2] == "./cmd/iwarp":
 			args = append([]string{bin}, args[3:]...)
-		case len(args) >= 3 && args[0] == "go" && args[1] == "run" && args[2] == "./examples/tour":
-			args = append([]string{tour}, args[3:]...)
+		case len(args) >= 3 && args[0] == "go" && args[1] == "run" && strings.HasPrefix(args[2], "./examples/"):
+			args = append([]string{example(strings.TrimPrefix(args[2], "./examples/"))}, args[3:]...)
 		default:
 			t.Errorf("%s: not a command of this repository", line)
 			continue
