@@ -98,7 +98,7 @@ func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
 	}
 	l := &Listener{requests: make(chan *Request), done: make(chan struct{}), cfg: cfg}
 	if scheme == "tcp" {
-		err = l.listenTCP(addr)
+		err = l.listenTCP(ctx, addr)
 	} else {
 		err = l.listenSCTP(ctx, addr)
 	}
@@ -148,13 +148,13 @@ func (l *Listener) offer(r *Request) bool {
 	}
 }
 
-func (l *Listener) listenTCP(addr string) error {
+func (l *Listener) listenTCP(ctx context.Context, addr string) error {
 	mc := mpa.Config{}
 	if l.cfg.MPA != nil {
 		mc = *l.cfg.MPA
 	}
 	mc.PrivateData = nil
-	ml, err := mpa.Listen("tcp", addr, &mc)
+	ml, err := mpa.Listen(ctx, "tcp", addr, &mc)
 	if err != nil {
 		return err
 	}

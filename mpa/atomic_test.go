@@ -122,7 +122,7 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 	var responders []*rdmap.QueuePair
 	var respConns []*Conn
 	for i, cfg := range cfgs {
-		l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+		l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

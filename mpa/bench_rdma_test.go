@@ -30,7 +30,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func benchPair(b *testing.B, crc bool, qcfg rdmap.QPConfig) (*peer, *peer) {
 	a, p := newPeer(b, qcfg), newPeer(b, qcfg)
 	cfg := Config{NoCRC: !crc}
-	l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func noLeaks(t *testing.T) {
 // initiator's and responder's queue pairs.
 func connectPair(t *testing.T, lcfg, dcfg Config, a, b *peer) (*Conn, *Conn) {
 	t.Helper()
-	l, err := Listen("tcp", "127.0.0.1:0", &lcfg)
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestConnAllOperations(t *testing.T) {
 
 func TestConnReject(t *testing.T) {
 	noLeaks(t)
-	l, err := Listen("tcp", "127.0.0.1:0", &Config{})
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func rawDial(t *testing.T, addr string) net.Conn {
 // listenFor runs one responder with a fresh queue pair and returns what
 // Accept gave.
 func listenFor(t *testing.T, cfg Config) (*Listener, chan *Conn, *peer) {
-	l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

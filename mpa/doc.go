@@ -7,7 +7,7 @@
 //
 //	conn, err := mpa.Dial(ctx, "tcp", "server:4791", qp, nil) // nil: the defaults
 //
-//	l, err := mpa.Listen("tcp", ":4791", nil)
+//	l, err := mpa.Listen(ctx, "tcp", ":4791", nil)
 //	req, err := l.Accept(ctx)     // a valid MPA Request: look at req.PrivateData
 //	conn, err := req.Accept(qp, nil) // or req.Reject(why, ird, ord)
 //

@@ -68,12 +68,14 @@ type Listener struct {
 // side of the startup on each: it waits, with a timeout, for a valid MPA
 // Request Frame (RFC 5044 §7.1.2 rules 2, 8, 10), and hands the request to
 // Accept. A connection whose Request is improperly formatted is closed. A
-// nil cfg means the defaults.
-func Listen(network, addr string, cfg *Config) (*Listener, error) {
+// nil cfg means the defaults. ctx bounds only the creation of the
+// listening socket; Close stops the Listener.
+func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	ln, err := net.Listen(network, addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}

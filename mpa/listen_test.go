@@ -62,7 +62,7 @@ func TestListenerPeerLimit(t *testing.T) {
 				refused.Add(1)
 			}
 		}}
-	l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestListenerBacklog(t *testing.T) {
 				refused.Add(1)
 			}
 		}}
-	l, err := Listen("tcp", "127.0.0.1:0", &cfg)
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestListenerBacklog(t *testing.T) {
 // served in full when the application keeps accepting.
 func TestListenerBurst(t *testing.T) {
 	noLeaks(t)
-	l, err := Listen("tcp", "127.0.0.1:0", &Config{MaxStartups: 8, Backlog: 4, MaxPerPeer: 500})
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &Config{MaxStartups: 8, Backlog: 4, MaxPerPeer: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package mpa
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -50,7 +51,7 @@ func TestConnTLS(t *testing.T) {
 	connectPair(t, Config{TLS: srv}, Config{TLS: cli}, a, b)
 	rdmaptest.Exercise(t, a, b)
 
-	l, err := Listen("tcp", "127.0.0.1:0", &Config{TLS: srv})
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &Config{TLS: srv})
 	if err != nil {
 		t.Fatal(err)
 	}

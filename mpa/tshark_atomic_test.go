@@ -4,6 +4,7 @@ package mpa
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -157,7 +158,7 @@ func tsharkFields(t *testing.T, tshark, file string, fields []string) []map[stri
 func TestTsharkAtomics(t *testing.T) {
 	tshark := needTshark(t)
 	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
-	l, err := Listen("tcp4", "127.0.0.1:0", &Config{})
+	l, err := Listen(context.Background(), "tcp4", "127.0.0.1:0", &Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

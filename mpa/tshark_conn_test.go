@@ -3,6 +3,7 @@
 package mpa
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -27,7 +28,7 @@ func TestTsharkTransport(t *testing.T) {
 		{"rev1 crc markers", Config{Revision: 1, Markers: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := Listen("tcp4", "127.0.0.1:0", &tc.cfg)
+			l, err := Listen(context.Background(), "tcp4", "127.0.0.1:0", &tc.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

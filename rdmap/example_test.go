@@ -33,7 +33,7 @@ func newEndpoint() *endpoint {
 
 // connect joins two endpoints with MPA over loopback TCP.
 func connect(ctx context.Context, client, server *endpoint) {
-	l, err := mpa.Listen("tcp", "127.0.0.1:0", &mpa.Config{})
+	l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", &mpa.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -397,7 +397,7 @@ func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
 			inner = "[::1]:0"
 		}
 	}
-	ml, err := mpa.Listen("tcp", inner, mpaConfig(f))
+	ml, err := mpa.Listen(context.Background(), "tcp", inner, mpaConfig(f))
 	if err != nil {
 		if relay != nil {
 			relay.Close()

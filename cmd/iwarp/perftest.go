@@ -307,7 +307,7 @@ func perftestServe(ctx context.Context, addr string, o *perftestOptions, stdout,
 		}
 		inner = "127.0.0.1:0"
 	}
-	l, err := mpa.Listen("tcp", inner, &mpa.Config{NoCRC: o.noCRC, Markers: o.markers})
+	l, err := mpa.Listen(ctx, "tcp", inner, &mpa.Config{NoCRC: o.noCRC, Markers: o.markers})
 	if err != nil {
 		if relay != nil {
 			relay.Close()

@@ -580,7 +580,7 @@ func rpingListenTCP(ctx context.Context, ep endpoint, o *rpingOptions, rec *reco
 	}
 	cfg := o.mpaConfig()
 	cfg.PrivateData = nil // the Reply's goes with Accept
-	ml, err := mpa.Listen("tcp", inner, cfg)
+	ml, err := mpa.Listen(ctx, "tcp", inner, cfg)
 	if err != nil {
 		if l.relay != nil {
 			l.relay.Close()

@@ -190,7 +190,7 @@ func TestPerftestInterop(t *testing.T) {
 		}
 		t.Run(tc.test.String()+"/go-server", func(t *testing.T) {
 			start := time.Now()
-			l, err := mpa.Listen("tcp4", "127.0.0.1:0", nil)
+			l, err := mpa.Listen(context.Background(), "tcp4", "127.0.0.1:0", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

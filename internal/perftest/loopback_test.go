@@ -18,7 +18,7 @@ func loopback(t *testing.T, cfg Config, lcfg *mpa.Config) (cli, srv *Result, cer
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := mpa.Listen("tcp", "127.0.0.1:0", lcfg)
+	l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func loopback(t *testing.T, cfg Config, lcfg *mpa.Config) (cli, srv *Result, cer
 // TestPerftestWriteLatServer: Serve refuses ib_write_lat at once, saying
 // why, without taking a connection.
 func TestPerftestWriteLatServer(t *testing.T) {
-	l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+	l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestPerftestLoopbackCapture(t *testing.T) {
 		t.Run(test.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+			l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,7 +266,7 @@ func TestPerftestServerLimits(t *testing.T) {
 	ccfg := Config{Test: WriteBW, Size: 4096, Iters: 10, CycleBuffer: 2 << 20}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+	l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestPerftestMismatch(t *testing.T) {
 		t.Run(fmt.Sprint(p[0], "-vs-", p[1]), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := mpa.Listen("tcp", "127.0.0.1:0", nil)
+			l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

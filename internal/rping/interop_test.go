@@ -53,7 +53,7 @@ func startHostServer(t *testing.T, ctx context.Context, mcfg mpa.Config, cfg Con
 	t.Helper()
 	h := &hostServer{cap: &capture{}, done: make(chan error, 1)}
 	mcfg.Trace = h.cap.trace(false)
-	l, err := mpa.Listen("tcp4", "127.0.0.1:0", &mcfg)
+	l, err := mpa.Listen(context.Background(), "tcp4", "127.0.0.1:0", &mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,7 +811,7 @@ func TestRpingInteropTerminateToSiwClient(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	guestTerminates(t, ctx, g)
 	cap := &capture{}
-	l, err := mpa.Listen("tcp4", "127.0.0.1:0", &mpa.Config{Trace: cap.trace(false)})
+	l, err := mpa.Listen(context.Background(), "tcp4", "127.0.0.1:0", &mpa.Config{Trace: cap.trace(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -889,7 +889,7 @@ func TestRpingInteropManyConnections(t *testing.T) {
 	g := linuxguest.Shared(t)
 	t.Run("guest to host", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
-		l, err := mpa.Listen("tcp4", "127.0.0.1:0", &mpa.Config{})
+		l, err := mpa.Listen(context.Background(), "tcp4", "127.0.0.1:0", &mpa.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

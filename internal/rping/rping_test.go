@@ -152,7 +152,7 @@ func runPair(t *testing.T, connect connector, ccfg, scfg Config) result {
 // mpaConnect connects over loopback TCP with MPA.
 func mpaConnect(ccfg, scfg *mpa.Config) connector {
 	return func(t *testing.T, ctx context.Context, client, server *rdmap.QueuePair) error {
-		l, err := mpa.Listen("tcp", "127.0.0.1:0", scfg)
+		l, err := mpa.Listen(context.Background(), "tcp", "127.0.0.1:0", scfg)
 		if err != nil {
 			return err
 		}
