@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting, vet, the js/wasm build of the
-# core and of the browser peer, all tests with the race detector (the
+# core and of the browser peer, the core's tests under js/wasm (Node), all tests with the race detector (the
 # fuzz targets' seed corpora included), tshark's dissection of our traffic,
 # and the browser demo driven in a real Chromium.
 #
@@ -49,6 +49,9 @@ GOOS=js GOARCH=wasm go vet ./ddp/... ./rdmap/... ./mpa/... ./term/... ./trace/..
 echo "== js/wasm builds: the core, and the browser peer (go generate ./web)"
 GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./mpa/... ./term/... ./trace/...
 go generate ./web
+
+echo "== the core's tests in js/wasm, under Node (the browser peer's build)"
+GOOS=js GOARCH=wasm go test -count=1 -exec "$(go env GOROOT)/lib/wasm/go_js_wasm_exec" ./ddp/... ./rdmap/... ./term/...
 
 echo "== the Linux guest of the interop tests (scripts/linux-guest; cached, minutes when not)"
 # It installs what its build needs (the kernel headers of the guest's ABI).
