@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -57,6 +58,19 @@ type linkFlags struct {
 	keyFile     string
 	pcap        string
 	keylog      string
+	// mpa, when set, is the whole MPA configuration (a command with MPA
+	// flags of its own: rping); its PrivateData goes with the set-up
+	// over either transport.
+	mpa *mpa.Config
+}
+
+// mpaConfig returns a fresh MPA configuration for a connection.
+func (f *linkFlags) mpaConfig() *mpa.Config {
+	if f.mpa != nil {
+		c := *f.mpa
+		return &c
+	}
+	return &mpa.Config{Markers: f.markers, NoCRC: f.noCRC}
 }
 
 func (f *linkFlags) register(fs *flag.FlagSet) {
@@ -131,28 +145,46 @@ func mpaInfo(c *mpa.Conn, peer net.Addr) connInfo {
 		MPARevision: n.Revision, CRC: &n.CRC, MarkersTx: &n.MarkersTx, MarkersRx: &n.MarkersRx}
 }
 
-func sctpInfo(a *sctpddp.Association, s *sctpddp.Session, authenticated bool) connInfo {
-	id := int(s.ID())
-	return connInfo{Transport: "sctp", Peer: a.RemoteAddr().String(), Local: a.LocalAddr().String(),
-		SCTPStream: &id, Authenticated: &authenticated}
-}
-
 // conn is an established connection carrying one queue pair.
 type conn struct {
 	info connInfo
 	qp   *rdmap.QueuePair
-	// after runs once the queue pair is closed: it ends the SCTP
-	// association of a client, or the recording of a TCP connection.
+	c    *iwarp.Conn // nil for a connection a test made with mpa.Client
+	// after runs once the connection is closed: it ends the recording of
+	// a TCP connection.
 	after func()
 }
 
-// close closes the queue pair (draining what is queued, until ctx ends)
-// and with it the transport connection.
+// mpa returns the MPA connection of a tcp:// conn, nil otherwise.
+func (c *conn) mpa() *mpa.Conn {
+	if c.c == nil {
+		return nil
+	}
+	return c.c.MPA()
+}
+
+// close closes the connection (draining what is queued, until ctx ends)
+// and what it holds: the queue pair, the transport connection, a
+// client's SCTP association.
 func (c *conn) close(ctx context.Context) {
-	c.qp.Close(ctx)
+	if c.c != nil {
+		c.c.Close(ctx)
+	} else {
+		c.qp.Close(ctx)
+	}
 	if c.after != nil {
 		c.after()
 	}
+}
+
+// infoOf describes an established connection.
+func infoOf(c *iwarp.Conn, authenticated bool) connInfo {
+	if m := c.MPA(); m != nil {
+		return mpaInfo(m, c.RemoteAddr())
+	}
+	id := int(c.Session().ID())
+	return connInfo{Transport: "sctp", Peer: c.RemoteAddr().String(), Local: c.LocalAddr().String(),
+		SCTPStream: &id, Authenticated: &authenticated}
 }
 
 // sctpMTU is the SCTP MTU for an association with or on addr: pion's
@@ -216,70 +248,72 @@ func (f *linkFlags) sctpConfig(addr string, rec *recorder) (*sctpddp.Config, boo
 
 // pending is a connection request waiting for its queue pair.
 type pending struct {
-	peer string
-	// accept starts qp on the connection.
-	accept func(qp *rdmap.QueuePair) (*conn, error)
-	reject func()
+	peer  string
+	req   *iwarp.Request
+	l     *listener
+	local net.Addr // the relay's address, with --pcap over tcp://
 }
 
-// listener accepts connections of either transport.
+// accept starts qp on the connection, answering with the listener's
+// private data.
+func (p *pending) accept(qp *rdmap.QueuePair) (*conn, error) {
+	c, err := p.req.Accept(qp, p.l.privateData)
+	if err != nil {
+		return nil, err
+	}
+	info := infoOf(c, p.l.authenticated)
+	info.Peer = p.peer
+	if p.local != nil {
+		info.Local = p.local.String()
+	}
+	return &conn{info: info, qp: qp, c: c}, nil
+}
+
+func (p *pending) reject() { p.req.Reject(nil) }
+
+// listener accepts connections of either transport (package iwarp's
+// Listener), with --pcap through a recording relay for tcp://.
 type listener struct {
-	addr        net.Addr
-	fingerprint string          // sctp:// with certificates
-	sctpConfig  *sctpddp.Config // sctp://: the configuration it listens with
-	accepts     chan *pending
-	closeFn     func()
-	done        chan struct{}
-	once        sync.Once
-	wg          sync.WaitGroup
+	l             *iwarp.Listener
+	addr          net.Addr
+	fingerprint   string          // sctp:// with certificates
+	sctpConfig    *sctpddp.Config // sctp://: the configuration it listens with
+	authenticated bool            // sctp://: clients are authenticated
+	privateData   []byte          // what Accept answers with
+	relay         net.Listener    // tcp:// with --pcap
+	peers         sync.Map        // the relay's address at the listener -> the real peer and local addresses
+	stop          context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 func (l *listener) Addr() net.Addr { return l.addr }
 
 // Accept returns the next connection request.
 func (l *listener) Accept(ctx context.Context) (*pending, error) {
-	select {
-	case p := <-l.accepts:
-		return p, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.done:
-		return nil, net.ErrClosed
+	req, err := l.l.Accept(ctx)
+	if err != nil {
+		return nil, err
 	}
+	p := &pending{peer: req.RemoteAddr().String(), req: req, l: l}
+	if ends, ok := l.peers.LoadAndDelete(p.peer); ok {
+		e := ends.([2]net.Addr)
+		p.peer, p.local = e[0].String(), e[1]
+	}
+	return p, nil
 }
 
-// Close stops listening and waits for the listener's goroutines.
-// Established connections stay open; SCTP associations that carry none
-// are closed.
+// Close stops listening; established connections stay open.
 func (l *listener) Close() {
-	l.once.Do(func() {
-		close(l.done)
-		l.closeFn()
-	})
-	l.wg.Wait()
-	for {
-		select {
-		case p := <-l.accepts:
-			p.reject()
-		default:
-			return
-		}
+	l.l.Close()
+	if l.relay != nil {
+		l.stop()
+		l.relay.Close()
+		l.wg.Wait()
 	}
 }
 
-func (l *listener) offer(p *pending) bool {
-	select {
-	case l.accepts <- p:
-		return true
-	case <-l.done:
-		p.reject()
-		return false
-	}
-}
-
-// listen listens on ep. Warnings (an unauthenticated peer) go to stderr.
 // listenRecorded listens on ep and, with --pcap, records what crosses
-// every connection.
+// every connection. Warnings (unauthenticated peers) go to stderr.
 func listenRecorded(ctx context.Context, ep endpoint, f *linkFlags, stderr io.Writer) (*listener, *recorder, error) {
 	var rec *recorder
 	if f.pcap != "" {
@@ -297,164 +331,58 @@ func listenRecorded(ctx context.Context, ep endpoint, f *linkFlags, stderr io.Wr
 	return l, rec, nil
 }
 
+// listen listens on ep. With a recorder, each TCP connection goes through
+// a loopback relay that records its octets (mpa's listener traces all its
+// connections through one function, which cannot tell them apart).
 func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stderr io.Writer) (*listener, error) {
-	l := &listener{accepts: make(chan *pending), done: make(chan struct{})}
+	l := &listener{}
+	cfg := &iwarp.Config{}
+	url := ep.String()
 	if ep.scheme == "tcp" {
-		return l, listenTCP(l, ep, f, rec)
-	}
-	cfg, auth, fp, err := f.sctpConfig(ep.addr, rec)
-	if err != nil {
-		return nil, err
-	}
-	if !auth {
-		fmt.Fprintln(stderr, "iwarp: warning: clients are not authenticated (give --psk to both ends to authenticate them)")
-	}
-	sl, err := sctpddp.Listen(ctx, "udp", ep.addr, cfg)
-	if err != nil {
-		return nil, err
-	}
-	l.addr, l.fingerprint, l.sctpConfig = sl.Addr(), fp, cfg
-	actx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	assocs := map[*sctpddp.Association]bool{}
-	l.closeFn = func() {
-		cancel()
-		sl.Close()
-		mu.Lock()
-		for a := range assocs {
-			a.Close()
-		}
-		mu.Unlock()
-	}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			a, err := sl.Accept(actx)
-			if err != nil {
-				return
+		cfg.MPA = f.mpaConfig()
+		l.privateData = cfg.MPA.PrivateData
+		if rec != nil {
+			var err error
+			if l.relay, err = net.Listen("tcp", ep.addr); err != nil {
+				return nil, err
 			}
-			mu.Lock()
-			assocs[a] = true
-			mu.Unlock()
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				defer func() {
-					mu.Lock()
-					delete(assocs, a)
-					mu.Unlock()
-					a.Close()
-				}()
-				sessions := a.Sessions(0)
-				var live sync.WaitGroup
-				defer live.Wait()
-				for {
-					req, err := sessions.Accept(actx)
-					if err != nil {
-						return
-					}
-					live.Add(1)
-					p := &pending{peer: a.RemoteAddr().String()}
-					var once sync.Once
-					p.reject = func() { once.Do(func() { req.Reject(nil, 0, 0); live.Done() }) }
-					p.accept = func(qp *rdmap.QueuePair) (*conn, error) {
-						s, err := req.Accept(qp, sctpddp.SessionConfig{})
-						if err != nil {
-							once.Do(live.Done)
-							return nil, err
-						}
-						return &conn{info: sctpInfo(a, s, auth), qp: qp, after: func() { once.Do(live.Done) }}, nil
-					}
-					if !l.offer(p) {
-						return
-					}
-				}
-			}()
+			url = "tcp://127.0.0.1:0"
+			if ip := l.relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
+				url = "tcp://[::1]:0"
+			}
 		}
-	}()
-	return l, nil
-}
-
-func mpaConfig(f *linkFlags) *mpa.Config {
-	return &mpa.Config{Markers: f.markers, NoCRC: f.noCRC}
-}
-
-// listenTCP listens for MPA connections. With a recorder, each TCP
-// connection goes through a loopback relay that records its octets:
-// mpa's listener traces all its connections through one function, which
-// cannot tell them apart.
-func listenTCP(l *listener, ep endpoint, f *linkFlags, rec *recorder) error {
-	inner := ep.addr
-	var relay net.Listener
-	if rec != nil {
-		var err error
-		if relay, err = net.Listen("tcp", ep.addr); err != nil {
-			return err
+	} else {
+		scfg, auth, fp, err := f.sctpConfig(ep.addr, rec)
+		if err != nil {
+			return nil, err
 		}
-		inner = "127.0.0.1:0"
-		if ip := relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
-			inner = "[::1]:0"
+		if !auth {
+			fmt.Fprintln(stderr, "iwarp: warning: clients are not authenticated (give --psk to both ends to authenticate them)")
+		}
+		cfg.SCTP, l.sctpConfig, l.authenticated, l.fingerprint = scfg, scfg, auth, fp
+		if f.mpa != nil {
+			l.privateData = f.mpa.PrivateData
 		}
 	}
-	ml, err := mpa.Listen(context.Background(), "tcp", inner, mpaConfig(f))
+	il, err := iwarp.Listen(ctx, url, cfg)
 	if err != nil {
-		if relay != nil {
-			relay.Close()
+		if l.relay != nil {
+			l.relay.Close()
 		}
-		return err
+		return nil, err
 	}
-	l.addr = ml.Addr()
-	ctx, cancel := context.WithCancel(context.Background())
-	var peers sync.Map // relay's address at the listener -> the real peer and local addresses
-	if relay != nil {
-		l.addr = relay.Addr()
+	l.l, l.addr = il, il.Addr()
+	if l.relay != nil {
+		l.addr = l.relay.Addr()
+		var rctx context.Context
+		rctx, l.stop = context.WithCancel(context.Background())
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			runRelay(ctx, relay, ml.Addr().String(), rec, &peers)
+			runRelay(rctx, l.relay, il.Addr().String(), rec, &l.peers)
 		}()
 	}
-	l.closeFn = func() {
-		cancel()
-		ml.Close()
-		if relay != nil {
-			relay.Close()
-		}
-	}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			req, err := ml.Accept(ctx)
-			if err != nil {
-				return
-			}
-			peer := req.RemoteAddr()
-			var local net.Addr
-			if p, ok := peers.LoadAndDelete(peer.String()); ok {
-				ends := p.([2]net.Addr)
-				peer, local = ends[0], ends[1]
-			}
-			p := &pending{peer: peer.String()}
-			p.reject = func() { req.Reject(nil, 0, 0) }
-			p.accept = func(qp *rdmap.QueuePair) (*conn, error) {
-				c, err := req.Accept(qp, nil)
-				if err != nil {
-					return nil, err
-				}
-				info := mpaInfo(c, peer)
-				if local != nil {
-					info.Local = local.String()
-				}
-				return &conn{info: info, qp: qp}, nil
-			}
-			if !l.offer(p) {
-				return
-			}
-		}
-	}()
-	return nil
+	return l, nil
 }
 
 // runRelay accepts TCP connections on relay and joins each to a new
@@ -515,55 +443,52 @@ func runRelay(ctx context.Context, relay net.Listener, inner string, rec *record
 
 // dial connects qp to the listener at ep.
 func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdmap.QueuePair, stderr io.Writer) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
+	cfg := &iwarp.Config{ConnectTimeout: 15 * time.Second}
+	var tr *tcpRecording
+	auth := true
 	if ep.scheme == "tcp" {
-		cfg := mpaConfig(f)
-		var tr *tcpRecording
+		cfg.MPA = f.mpaConfig()
+		cfg.PrivateData = cfg.MPA.PrivateData
 		if rec != nil {
 			tr = rec.tcpConn()
-			cfg.Trace = tr.write
+			cfg.MPA.Trace = tr.write
 		}
-		c, err := mpa.Dial(ctx, "tcp", ep.addr, qp, cfg)
+	} else {
+		scfg, ok, _, err := f.sctpConfig(ep.addr, rec)
 		if err != nil {
-			if tr != nil {
-				tr.discard()
-			}
-			return nil, describeDialErr(ep, err)
+			return nil, err
 		}
-		out := &conn{info: mpaInfo(c, c.RemoteAddr()), qp: qp}
+		if auth = ok; !auth {
+			fmt.Fprintln(stderr, "iwarp: warning: the server is not authenticated (give --fingerprint or --psk)")
+		}
+		cfg.SCTP = scfg
+		if f.mpa != nil {
+			cfg.PrivateData = f.mpa.PrivateData
+		}
+	}
+	c, err := iwarp.Dial(ctx, ep.String(), qp, cfg)
+	if err != nil {
 		if tr != nil {
-			tr.bind(c.LocalAddr(), c.RemoteAddr())
-			out.after = tr.close
+			tr.discard()
 		}
-		return out, nil
-	}
-	cfg, auth, _, err := f.sctpConfig(ep.addr, rec)
-	if err != nil {
-		return nil, err
-	}
-	if !auth {
-		fmt.Fprintln(stderr, "iwarp: warning: the server is not authenticated (give --fingerprint or --psk)")
-	}
-	a, err := sctpddp.Dial(ctx, "udp", ep.addr, cfg)
-	if err != nil {
 		return nil, describeDialErr(ep, err)
 	}
-	s, err := sctpddp.Connect(ctx, a, 1, qp, sctpddp.SessionConfig{})
-	if err != nil {
-		a.Close()
-		return nil, describeDialErr(ep, err)
+	out := &conn{info: infoOf(c, auth), qp: qp, c: c}
+	if tr != nil {
+		tr.bind(c.LocalAddr(), c.RemoteAddr())
+		out.after = tr.close
 	}
-	return &conn{info: sctpInfo(a, s, auth), qp: qp, after: func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		a.Shutdown(sctx)
-	}}, nil
+	return out, nil
 }
 
 func describeDialErr(ep endpoint, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("connecting to %s: timed out", ep)
+	case errors.Is(err, iwarp.ErrRejected) && ep.scheme == "tcp":
+		return fmt.Errorf("connecting to %s: the server rejected the connection (MPA Reply with R=1)", ep)
+	case errors.Is(err, iwarp.ErrRejected):
+		return fmt.Errorf("connecting to %s: the server rejected the connection", ep)
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, "\n"); i >= 0 {

@@ -380,20 +380,15 @@ func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stde
 		rec.Close()
 		return err
 	}
-	var cn *conn
-	var mc *mpa.Conn
-	if ep.scheme == "tcp" {
-		cn, mc, err = rpingDialTCP(ctx, ep, o, rec, e.QP)
-	} else {
-		cn, err = dial(ctx, ep, &o.link, rec, e.QP, stderr)
-	}
+	o.link.mpa = o.mpaConfig()
+	cn, err := dial(ctx, ep, &o.link, rec, e.QP, stderr)
 	if err != nil {
 		e.QP.Close(ctx)
 		rec.Close()
 		return err
 	}
 	if o.debug {
-		fmt.Fprintln(stdout, "connected:", describeConn(cn.info, mc, e.QP))
+		fmt.Fprintln(stdout, "connected:", describeConn(cn.info, cn.mpa(), e.QP))
 	}
 	err = c.Run(ctx)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -408,43 +403,6 @@ func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stde
 	return err
 }
 
-// rpingDialTCP connects qp over MPA with the flags' settings.
-func rpingDialTCP(ctx context.Context, ep endpoint, o *rpingOptions, rec *recorder, qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cfg := o.mpaConfig()
-	var tr *tcpRecording
-	if rec != nil {
-		tr = rec.tcpConn()
-		cfg.Trace = tr.write
-	}
-	c, err := mpa.Dial(ctx, "tcp", ep.addr, qp, cfg)
-	if err != nil {
-		if tr != nil {
-			tr.discard()
-		}
-		var re *ddp.RejectedError
-		if errors.As(err, &re) {
-			return nil, nil, fmt.Errorf("connecting to %s: the server rejected the connection (MPA Reply with R=1)", ep)
-		}
-		return nil, nil, describeDialErr(ep, err)
-	}
-	out := &conn{info: mpaInfo(c, c.RemoteAddr()), qp: qp}
-	if tr != nil {
-		tr.bind(c.LocalAddr(), c.RemoteAddr())
-		out.after = tr.close
-	}
-	return out, c, nil
-}
-
-// rpingAccept is a connection request of either transport: accept
-// starts qp on it and returns the MPA connection for tcp://.
-type rpingAccept struct {
-	peer   string
-	accept func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error)
-	reject func()
-}
-
 func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stderr io.Writer) error {
 	var rec *recorder
 	if o.link.pcap != "" {
@@ -453,49 +411,25 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 			return err
 		}
 	}
-	var next func(context.Context) (*rpingAccept, error)
-	var closeL func()
-	if ep.scheme == "tcp" {
-		l, err := rpingListenTCP(ctx, ep, o, rec)
-		if err != nil {
-			rec.Close()
-			return fmt.Errorf("cannot listen on %s: %v", ep, err)
-		}
-		next, closeL = l.accept, l.close
-		if o.debug {
-			fmt.Fprintf(stdout, "listening on tcp://%s\n", l.addr)
-		}
-	} else {
-		l, err := listen(ctx, ep, &o.link, rec, stderr)
-		if err != nil {
-			rec.Close()
-			return fmt.Errorf("cannot listen on %s: %v", ep, err)
-		}
-		rec.setLocal(l.Addr())
-		closeL = l.Close
-		next = func(ctx context.Context) (*rpingAccept, error) {
-			p, err := l.Accept(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return &rpingAccept{peer: p.peer, reject: p.reject, accept: func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
-				c, err := p.accept(qp)
-				return c, nil, err
-			}}, nil
-		}
-		if o.debug || l.fingerprint != "" {
-			fmt.Fprintf(stdout, "listening on sctp://%s\n", l.Addr())
-		}
-		if l.fingerprint != "" {
-			fmt.Fprintln(stdout, "fingerprint sha-256", l.fingerprint)
-		}
+	o.link.mpa = o.mpaConfig()
+	l, err := listen(ctx, ep, &o.link, rec, stderr)
+	if err != nil {
+		rec.Close()
+		return fmt.Errorf("cannot listen on %s: %v", ep, err)
+	}
+	rec.setLocal(l.Addr())
+	if o.debug || l.fingerprint != "" {
+		fmt.Fprintf(stdout, "listening on %s://%s\n", ep.scheme, l.Addr())
+	}
+	if l.fingerprint != "" {
+		fmt.Fprintln(stdout, "fingerprint sha-256", l.fingerprint)
 	}
 	out := &lockedWriter{w: stdout}
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
 	var wg sync.WaitGroup
 	var first error
 	for n := 1; ; n++ {
-		p, err := next(ctx)
+		p, err := l.Accept(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				first = err
@@ -514,7 +448,7 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 			}
 		}()
 	}
-	closeL()
+	l.Close()
 	wg.Wait()
 	if err := rec.Close(); first == nil {
 		first = err
@@ -523,7 +457,7 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 }
 
 // rpingServeConn serves one connection as rping's server thread does.
-func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *rpingAccept, n int, o *rpingOptions, stdout io.Writer) error {
+func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *pending, n int, o *rpingOptions, stdout io.Writer) error {
 	e, err := rping.NewEndpoint(dev, o.ird, o.ord)
 	if err != nil {
 		p.reject()
@@ -534,13 +468,13 @@ func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *rpingAccept, n in
 		p.reject()
 		return err
 	}
-	c, mc, err := p.accept(e.QP)
+	c, err := p.accept(e.QP)
 	if err != nil {
 		e.QP.Close(ctx)
 		return err
 	}
 	if o.debug {
-		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.info, mc, e.QP))
+		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.info, c.mpa(), e.QP))
 	}
 	err = s.Run(ctx)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -550,90 +484,4 @@ func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *rpingAccept, n in
 		fmt.Fprintf(stdout, "conn %d: server DISCONNECT EVENT... after %d pings\n", n, s.Pings())
 	}
 	return err
-}
-
-// rpingTCPListener accepts MPA connections with the flags' settings. With
-// --pcap each connection passes through a loopback relay that records it
-// (runRelay), as serve's do.
-type rpingTCPListener struct {
-	addr  net.Addr
-	ml    *mpa.Listener
-	peers sync.Map
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	relay net.Listener
-	pd    []byte
-}
-
-func rpingListenTCP(ctx context.Context, ep endpoint, o *rpingOptions, rec *recorder) (*rpingTCPListener, error) {
-	l := &rpingTCPListener{pd: []byte(o.privateData)}
-	inner := ep.addr
-	if rec != nil {
-		var err error
-		if l.relay, err = net.Listen("tcp", ep.addr); err != nil {
-			return nil, err
-		}
-		inner = "127.0.0.1:0"
-		if ip := l.relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
-			inner = "[::1]:0"
-		}
-	}
-	cfg := o.mpaConfig()
-	cfg.PrivateData = nil // the Reply's goes with Accept
-	ml, err := mpa.Listen(ctx, "tcp", inner, cfg)
-	if err != nil {
-		if l.relay != nil {
-			l.relay.Close()
-		}
-		return nil, err
-	}
-	l.ml, l.addr = ml, ml.Addr()
-	rctx, cancel := context.WithCancel(context.Background())
-	l.stop = cancel
-	if l.relay != nil {
-		l.addr = l.relay.Addr()
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			runRelay(rctx, l.relay, ml.Addr().String(), rec, &l.peers)
-		}()
-	}
-	return l, nil
-}
-
-func (l *rpingTCPListener) accept(ctx context.Context) (*rpingAccept, error) {
-	req, err := l.ml.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	peer := req.RemoteAddr()
-	var local net.Addr
-	if p, ok := l.peers.LoadAndDelete(peer.String()); ok {
-		ends := p.([2]net.Addr)
-		peer, local = ends[0], ends[1]
-	}
-	return &rpingAccept{
-		peer:   peer.String(),
-		reject: func() { req.Reject(nil, 0, 0) },
-		accept: func(qp *rdmap.QueuePair) (*conn, *mpa.Conn, error) {
-			c, err := req.Accept(qp, l.pd)
-			if err != nil {
-				return nil, nil, err
-			}
-			info := mpaInfo(c, peer)
-			if local != nil {
-				info.Local = local.String()
-			}
-			return &conn{info: info, qp: qp}, c, nil
-		},
-	}, nil
-}
-
-func (l *rpingTCPListener) close() {
-	l.stop()
-	l.ml.Close()
-	if l.relay != nil {
-		l.relay.Close()
-	}
-	l.wg.Wait()
 }
