@@ -19,8 +19,8 @@ require (
 	github.com/pion/ice/v4 v4.4.2
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.11.3
+	github.com/pion/transport/v5 v5.0.1
 	github.com/pion/webrtc/v4 v4.2.20
-	golang.org/x/sys v0.41.0
 )
 
 require (
@@ -35,10 +35,17 @@ require (
 	github.com/pion/srtp/v3 v3.0.13 // indirect
 	github.com/pion/stun/v4 v4.0.0 // indirect
 	github.com/pion/transport/v4 v4.1.0 // indirect
-	github.com/pion/transport/v5 v5.0.1 // indirect
 	github.com/pion/turn/v5 v5.1.0 // indirect
 	github.com/wlynxg/anet v0.0.5 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 	golang.org/x/net v0.50.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )
+
+// pion/datachannel v1.6.2 leaves a negotiated data channel ordered (its
+// reliability parameters are committed only on a DCEP ACK, which a
+// negotiated channel never gets), against RFC 5043 §10's U flag on every
+// DATA chunk: third_party/pion-datachannel is v1.6.2 with that fixed (its
+// IWARP.md says what and why).
+replace github.com/pion/datachannel => ./third_party/pion-datachannel
