@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/demo"
-	wpeer "github.com/iwarpgo/iwarp/wasm/peer"
+	wpeer "github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/web"
 )
 

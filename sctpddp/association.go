@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
 )
@@ -199,7 +200,7 @@ func (a *Association) OpenStream(id uint16) (*Stream, error) {
 		return nil, a.Err()
 	default:
 	}
-	st, err := a.sctp.OpenStream(id, sctp.PayloadProtocolIdentifier(PPIDSegment))
+	st, err := a.sctp.OpenStream(id, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
 	if err != nil {
 		if a.isClosed() {
 			return nil, a.Err()

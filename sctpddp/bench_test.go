@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
 )
@@ -273,43 +275,6 @@ func newRDMAWriteMoverOn(b *testing.B, x, y *peer) *rdmaWriteMover {
 	return m
 }
 
-// BenchmarkDataChannelRDMAWrite is BenchmarkRDMAWrite's sctpddp case over
-// a WebRTC data channel between two pion PeerConnections on loopback
-// (pion's SCTP defaults: MTU 1200, 1 MiB receive window), with 64 KiB
-// DDP Segments (MaxDataChannelMULPDU), so that one RDMA Write is one
-// data-channel message, and with 16 KiB segments.
-//
-// Run: go test -run XXX -bench DataChannelRDMAWrite -benchtime 400x ./sctpddp
-func BenchmarkDataChannelRDMAWrite(b *testing.B) {
-	for _, mulpdu := range []int{MaxDataChannelMULPDU, 16 << 10} {
-		b.Run("mulpdu"+strconv.Itoa(mulpdu)+"/64KiB", func(b *testing.B) {
-			_, _, sa, sb := peerConnectionPair(b, 1, DataChannelConfig{MULPDU: mulpdu})
-			ctx := benchCtx(b)
-			x, y := newPeer(b, nil), newPeer(b, nil)
-			errc := make(chan error, 1)
-			go func() {
-				r, err := ReadInitiate(ctx, sb, 5*time.Second)
-				if err == nil {
-					var s *Session
-					if s, err = r.Accept(y.QP, SessionConfig{}); err == nil {
-						b.Cleanup(func() { s.Close() })
-					}
-				}
-				errc <- err
-			}()
-			s, err := ConnectStream(ctx, sa, x.QP, SessionConfig{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
-			if err := <-errc; err != nil {
-				b.Fatal(err)
-			}
-			benchMover(b, newRDMAWriteMoverOn(b, x, y))
-		})
-	}
-}
-
 // post posts one work request, reaping signaled completions while the
 // send queue is full.
 func (m *rdmaWriteMover) post(b *testing.B, post func() error) {
@@ -497,7 +462,7 @@ func newPionDefaultsMover(b *testing.B) *rawMover {
 	server := r.a
 	b.Cleanup(func() { server.Close() })
 
-	out, err := client.OpenStream(1, sctp.PayloadProtocolIdentifier(PPIDSegment))
+	out, err := client.OpenStream(1, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -512,7 +477,7 @@ func newPionDefaultsMover(b *testing.B) *rawMover {
 	})
 	msg := make([]byte, benchMessage)
 	// Open the stream on the server side first.
-	if _, err := out.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(PPIDSegment)); err != nil {
+	if _, err := out.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(wire.PPIDSegment)); err != nil {
 		b.Fatal(err)
 	}
 	in, err := server.AcceptStream()
@@ -536,7 +501,7 @@ func newPionDefaultsMover(b *testing.B) *rawMover {
 			case <-timer.C:
 			}
 		}
-		_, err := out.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(PPIDSegment))
+		_, err := out.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
 		return err
 	}
 	return m
@@ -554,7 +519,7 @@ func benchTuned(b *testing.B, mtu uint32, segments bool) {
 	write := func() error { return out.writeRaw(ctx, msg) }
 	if segments {
 		size = client.MULPDU()
-		msg = taggedSegment(size - taggedHeaderLen)
+		msg = taggedSegment(size - ddp.TaggedHeaderLen)
 		write = func() error { _, err := out.WriteSegment(ctx, msg); return err }
 	} else {
 		msg = make([]byte, benchMessage)
@@ -566,7 +531,7 @@ func benchTuned(b *testing.B, mtu uint32, segments bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	buf := make([]byte, benchMessage+SSNLen)
+	buf := make([]byte, benchMessage+wire.SSNLen)
 	if _, err := in.readRaw(buf); err != nil {
 		b.Fatal(err)
 	}
@@ -596,12 +561,12 @@ func benchTuned(b *testing.B, mtu uint32, segments bool) {
 // writeRaw sends msg as one SCTP message through the stream's flow
 // control, bypassing the RFC 5043 checks (64 KiB is above any MULPDU).
 func (s *Stream) writeRaw(ctx context.Context, msg []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.room.waitRoom(ctx, len(msg), false); err != nil {
 		return err
 	}
-	_, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(PPIDSegment))
+	_, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
 	return err
 }
 

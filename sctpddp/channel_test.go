@@ -5,15 +5,64 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
-// queueStream is a DataChannelStream with only its receive side, fed by
-// hand as a channel's message handler would feed it.
-func queueStream(limit, mulpdu int) *DataChannelStream {
-	return &DataChannelStream{q: newMessageQueue(limit), interrupt: make(chan struct{}, 1), mulpdu: mulpdu}
+// fakeChannel is a data channel that keeps what is sent on it, acknowledged
+// when the test says.
+type fakeChannel struct {
+	mu       sync.Mutex
+	sent     [][]byte
+	buffered uint64
+	closing  bool
+}
+
+func (c *fakeChannel) Send(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return errors.New("InvalidStateError")
+	}
+	c.sent = append(c.sent, append([]byte(nil), msg...))
+	c.buffered += uint64(len(msg))
+	return nil
+}
+
+func (c *fakeChannel) BufferedAmount() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buffered
+}
+
+func (c *fakeChannel) Closing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+// ack makes everything sent acknowledged.
+func (c *fakeChannel) ack() {
+	c.mu.Lock()
+	c.buffered = 0
+	c.mu.Unlock()
+}
+
+// queueStream is a ChannelStream whose receive side is fed by hand, as a
+// channel's message handler would feed it; limit 0 is no bound.
+func queueStream(limit, mulpdu int) *ChannelStream {
+	if limit == 0 {
+		limit = -1
+	}
+	s, err := NewChannelStream(&fakeChannel{}, 1, ChannelConfig{MULPDU: mulpdu, ReceiveQueueLimit: limit})
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func never() bool { return false }
@@ -23,11 +72,11 @@ func TestMessageQueueOrderAndShortBuffer(t *testing.T) {
 	ctx := context.Background()
 	var want [][]byte
 	for i := 0; i < 300; i++ {
-		m := SegmentChunk{SSN: SSN(i), Segment: make([]byte, 14+i%7)}
+		m := wire.SegmentChunk{SSN: wire.SSN(i), Segment: make([]byte, 14+i%7)}
 		m.Segment[0] = 0xc1
 		want = append(want, m.Append(nil))
 		if i%3 == 0 {
-			c := SessionControl{SSN: SSN(i), Function: FunctionTerminate}
+			c := wire.SessionControl{SSN: wire.SSN(i), Function: wire.FunctionTerminate}
 			want = append(want, c.Append(nil))
 		}
 	}
@@ -46,7 +95,7 @@ func TestMessageQueueOrderAndShortBuffer(t *testing.T) {
 			}
 		}
 		n, ppid, err := s.ReadMessage(ctx, buf)
-		if err != nil || !bytes.Equal(buf[:n], w) || ppid != DataChannelPPID(w) {
+		if err != nil || !bytes.Equal(buf[:n], w) || ppid != wire.DataChannelPPID(w) {
 			t.Fatalf("message %d: % x %v %v, want % x", i, buf[:n], ppid, err, w)
 		}
 	}
@@ -104,7 +153,7 @@ func TestMessageQueueBackPressure(t *testing.T) {
 	// Close releases a blocked put too.
 	go func() { done <- q.put(make([]byte, 10), false, never) }()
 	time.Sleep(putRecheck / 2)
-	q.close(ErrDataChannelClosed)
+	q.close(ErrChannelClosed)
 	if ok := <-done; ok {
 		t.Fatal("put after close")
 	}
@@ -143,15 +192,15 @@ func TestMessageQueueCloseAndInterrupt(t *testing.T) {
 	// A text message is consumed and reported as an unexpected PPID.
 	s.q.put([]byte("hi"), true, never)
 	s.q.put([]byte{0, 0, 0, 4}, false, never)
-	s.q.close(ErrDataChannelClosed)
-	if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrUnexpectedPPID) {
+	s.q.close(ErrChannelClosed)
+	if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, wire.ErrUnexpectedPPID) {
 		t.Fatal(err)
 	}
-	if n, ppid, err := s.ReadMessage(ctx, buf); err != nil || n != 4 || ppid != PPIDSessionControl {
+	if n, ppid, err := s.ReadMessage(ctx, buf); err != nil || n != 4 || ppid != wire.PPIDSessionControl {
 		t.Fatalf("message before the close: %d %v %v", n, ppid, err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrDataChannelClosed) {
+		if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrChannelClosed) {
 			t.Fatal(err)
 		}
 	}
@@ -162,15 +211,122 @@ func TestMessageQueueCloseAndInterrupt(t *testing.T) {
 
 // A segment over the MULPDU is consumed and reported.
 func TestDataChannelReadChecksMULPDU(t *testing.T) {
-	s := queueStream(0, MinMULPDU)
-	seg := SegmentChunk{SSN: 1, Segment: make([]byte, MinMULPDU+1)}
+	s := queueStream(0, wire.MinMULPDU)
+	seg := wire.SegmentChunk{SSN: 1, Segment: make([]byte, wire.MinMULPDU+1)}
 	seg.Segment[0] = 0x41
 	s.q.put(seg.Append(nil), false, never)
 	buf := make([]byte, 1024)
-	if _, _, err := s.ReadMessage(context.Background(), buf); !errors.Is(err, ErrSegmentTooLarge) {
+	if _, _, err := s.ReadMessage(context.Background(), buf); !errors.Is(err, wire.ErrSegmentTooLarge) {
 		t.Fatal(err)
 	}
 	if s.q.size != 0 {
 		t.Fatal("oversized segment kept")
+	}
+}
+
+// A ChannelStream waits for the channel to open, numbers its messages,
+// refuses a segment the receiver could not frame, and fails once the
+// channel closes.
+func TestChannelStreamWrites(t *testing.T) {
+	ch := &fakeChannel{}
+	s, err := NewChannelStream(ch, 3, ChannelConfig{MULPDU: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.WriteSessionControl(short, wire.SessionControl{Function: wire.FunctionInitiate}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write before open: %v", err)
+	}
+	s.SetReadyState("open")
+	tagged := []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}
+	if ssn, err := s.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate}); err != nil || ssn != 0 {
+		t.Fatal(ssn, err)
+	}
+	if ssn, err := s.WriteSegmentv(ctx, tagged, [][]byte{[]byte("ab")}); err != nil || ssn != 1 {
+		t.Fatal(ssn, err)
+	}
+	bad := append([]byte{0x80}, tagged[1:]...) // DDP Version 0
+	if _, err := s.WriteSegmentv(ctx, bad, nil); !errors.Is(err, wire.ErrDataChannelFraming) {
+		t.Fatalf("version-0 segment: %v", err)
+	}
+	if err := s.WriteMessage(ctx, wire.PPIDSegment, wire.AppendSegmentv(nil, 2, bad, nil)); !errors.Is(err, wire.ErrDataChannelFraming) {
+		t.Fatalf("version-0 segment chunk: %v", err)
+	}
+	if _, err := s.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1001-len(tagged))}); !errors.Is(err, wire.ErrSegmentTooLarge) {
+		t.Fatalf("oversized segment: %v", err)
+	}
+	if err := s.WriteMessage(ctx, wire.PPIDSegment, wire.AppendSegmentv(nil, 5, tagged, nil)); !errors.Is(err, ErrSSNOutOfOrder) {
+		t.Fatalf("DDP-SSN out of order: %v", err)
+	}
+	want := [][]byte{{0, 0, 0, 1}, append(append([]byte{0, 1}, tagged...), "ab"...)}
+	if len(ch.sent) != 2 || !bytes.Equal(ch.sent[0], want[0]) || !bytes.Equal(ch.sent[1], want[1]) || s.NextSSN() != 2 {
+		t.Fatalf("sent % x, next %d", ch.sent, s.NextSSN())
+	}
+	// A new session waits until the previous one's chunks are gone.
+	done := make(chan error)
+	go func() { done <- s.NewSession(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("NewSession with chunks outstanding: %v", err)
+	case <-time.After(5 * recheckInterval):
+	}
+	ch.ack()
+	if err := <-done; err != nil || s.NextSSN() != 0 {
+		t.Fatal(err, s.NextSSN())
+	}
+	s.Closed()
+	if _, err := s.WriteSegmentv(ctx, tagged, nil); !errors.Is(err, ErrChannelClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+}
+
+// Sending a DDP Segment allocates nothing once the stream's buffer has
+// grown (STYLE.md: hot paths allocation-free): the Chunker frames it in
+// place and the transport copies it.
+func TestChunkerAllocs(t *testing.T) {
+	var sent int
+	c := NewChunker(ChunkerConfig{
+		MULPDU:         wire.MaxDataChannelMULPDU,
+		ImpliedPPID:    true,
+		SendQueueLimit: MaxSendQueueLimit,
+		Send:           func(msg []byte, _ wire.PPID) error { sent += len(msg); return nil },
+		Buffered:       func() uint64 { return 0 },
+		Err:            func() error { return ErrChannelClosed },
+	})
+	hdr := []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}
+	payload := [][]byte{make([]byte, 4096), make([]byte, 4096)}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := c.WriteSegmentv(ctx, hdr, payload); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per segment", n)
+	}
+	if sent != 101*(2+len(hdr)+8192) {
+		t.Fatal(sent)
+	}
+}
+
+// ChannelConfig's limits: raised to hold a maximum-size message (two for
+// sending), and the send queue cap kept to RFC 5043 §10's bound.
+func TestChannelConfigLimits(t *testing.T) {
+	for _, m := range []int{wire.MinMULPDU - 1, wire.MaxDataChannelMULPDU + 1} {
+		if err := (ChannelConfig{MULPDU: m}).Check(); err == nil {
+			t.Errorf("MULPDU %d accepted", m)
+		}
+	}
+	_, send, recv, err := ChannelConfig{MULPDU: wire.MinMULPDU, SendQueueLimit: 1, ReceiveQueueLimit: 1}.resolve()
+	if err != nil || send != 2*(wire.MinMULPDU+wire.SSNLen) || recv != wire.MinMULPDU+wire.SSNLen {
+		t.Fatalf("limits %d %d %v", send, recv, err)
+	}
+	if _, _, recv, _ := (ChannelConfig{ReceiveQueueLimit: -1}).resolve(); recv != 0 {
+		t.Fatalf("no receive bound: %d", recv)
+	}
+	_, send, _, _ = ChannelConfig{SendQueueLimit: 1 << 30}.resolve()
+	if send != MaxSendQueueLimit || send/wire.MinSegmentChunkLen+controlReserve > wire.MaxInFlight {
+		t.Fatalf("send queue limit %d keeps no §10 bound", send)
 	}
 }

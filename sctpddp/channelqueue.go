@@ -2,14 +2,9 @@ package sctpddp
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
-
-// ErrReadInterrupted is returned by DataChannelStream.ReadMessage after
-// InterruptRead.
-var ErrReadInterrupted = errors.New("sctpddp: read interrupted")
 
 // putRecheck bounds how long a blocked put waits before asking again
 // whether the channel has closed: pion reports the close of a data channel
@@ -53,13 +48,6 @@ func newMessageQueue(limit int) *messageQueue {
 		ready: make(chan struct{}, 1),
 		room:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
-	}
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
 	}
 }
 

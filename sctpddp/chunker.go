@@ -2,43 +2,260 @@ package sctpddp
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
+
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
+
+// ErrSSNOutOfOrder is returned by WriteMessage for a message whose DDP-SSN
+// is not the stream's next one.
+var ErrSSNOutOfOrder = errors.New("sctpddp: DDP-SSN out of submission order")
+
+// ChunkerConfig says how a Chunker hands its messages to the transport
+// under it (an SCTP stream pair, a WebRTC data channel).
+type ChunkerConfig struct {
+	// MULPDU is the largest DDP Segment sent (RFC 5043 §9).
+	MULPDU int
+	// ImpliedPPID is set for a transport that carries no PPID, a data
+	// channel: the receiver reads it from the content
+	// (wire.DataChannelPPID), so a DDP Segment must have DDP Version 01b
+	// (wire.DataChannelFramable).
+	ImpliedPPID bool
+	// SendQueueLimit caps the bytes queued or in flight: a write waits
+	// while one more message would exceed it. At most MaxSendQueueLimit.
+	SendQueueLimit uint64
+	// Send queues one whole message with its PPID; the transport copies
+	// it.
+	Send func(msg []byte, ppid wire.PPID) error
+	// Buffered returns the bytes queued or in flight.
+	Buffered func() uint64
+	// Ready, if not nil, blocks until the transport can send (a data
+	// channel that is opening).
+	Ready func(ctx context.Context) error
+	// Done is closed when the transport can no longer send; Err then says
+	// why, and is what writes return.
+	Done <-chan struct{}
+	Err  func() error
+	// Gone, if not nil, reports an end of the transport that Done may not
+	// show yet; it is asked while a write waits for room.
+	Gone func() bool
+}
+
+// A Chunker is the send side of one DDP stream, shared by every
+// MessageStream: it numbers the messages with DDP-SSNs in submission
+// order (RFC 5043 §5.2.1: "This is the order that chunks were submitted
+// to SCTP, no matter in what order they are actually sent or received."),
+// frames each as a DDP Segment Chunk (§5.2.2) or a DDP Stream Session
+// Control message (§5.2.3), checks it against the MULPDU, and keeps what
+// the transport holds unacknowledged under a cap that also keeps §10's
+// limit of 32767 chunks in flight.
+//
+// Its methods may be called from several goroutines; writes are
+// serialised, so DDP-SSN order is submission order. A write copies the
+// message into the Chunker's buffer and the transport copies it again, so
+// the caller's slices may be reused when it returns; nothing is allocated
+// per message once the buffer has grown to the largest one.
+type Chunker struct {
+	cfg ChunkerConfig
+
+	mu   sync.Mutex // serialises writes; guards the fields below
+	next wire.SSN   // DDP-SSN of the next message
+	buf  []byte     // encoding buffer
+	room sendRoom
+}
+
+// NewChunker returns a Chunker that sends as cfg says, starting at
+// DDP-SSN 0.
+func NewChunker(cfg ChunkerConfig) *Chunker {
+	c := &Chunker{cfg: cfg}
+	c.room = sendRoom{limit: min(cfg.SendQueueLimit, MaxSendQueueLimit), buffered: cfg.Buffered,
+		low: make(chan struct{}, 1), done: cfg.Done, gone: cfg.Gone}
+	return c
+}
+
+// SendQueueLimit returns the cap on the bytes queued or in flight.
+func (c *Chunker) SendQueueLimit() uint64 { return c.room.limit }
+
+// BufferedAmountLow tells the Chunker that the transport's buffered
+// amount has dropped (a buffered-amount-low event), so that a write
+// waiting for room looks again at once. Set the event's threshold to half
+// SendQueueLimit.
+func (c *Chunker) BufferedAmountLow() { signal(c.room.low) }
+
+// NextSSN returns the DDP-SSN the next message will carry.
+func (c *Chunker) NextSSN() wire.SSN {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
+}
+
+// NewSession starts a new DDP Stream Session: it waits until the
+// transport can send and every Data Chunk of the previous session has been
+// acknowledged (§6.6: "A DDP Stream Identifier MUST NOT be reused for
+// another DDP Stream Session while any Data Chunk from a prior session
+// might be outstanding.") and resets the DDP-SSN (§6.1: "The DDP-SSN is
+// reset to zero at the beginning of each DDP Stream Session.").
+func (c *Chunker) NewSession(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	if err := c.room.waitEmpty(ctx); err != nil {
+		return c.closedErr(err)
+	}
+	c.next = 0
+	return nil
+}
+
+// WriteSegmentv sends one DDP Segment, its DDP Header hdr and payload
+// slices, as a DDP Segment Chunk with the next DDP-SSN, and returns that
+// DDP-SSN. It blocks while the send queue is at its cap, until ctx ends.
+func (c *Chunker) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (wire.SSN, error) {
+	// RFC 5043 §9: "The SCTP adaptation layer MUST reject DDP Segments
+	// that are larger than the maximum size specified."
+	if err := wire.CheckSegmentSize(wire.SegmentLen(hdr, payload), c.cfg.MULPDU); err != nil {
+		return 0, err
+	}
+	if c.cfg.ImpliedPPID && !wire.DataChannelFramable(hdr) {
+		return 0, wire.ErrDataChannelFraming
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ssn := c.next
+	c.buf = wire.AppendSegmentv(c.buf[:0], ssn, hdr, payload)
+	if err := c.send(ctx, wire.PPIDSegment, c.buf); err != nil {
+		return 0, err
+	}
+	return ssn, nil
+}
+
+// WriteSessionControl sends a DDP Stream Session Control message with the
+// next DDP-SSN (m.SSN is ignored) and returns that DDP-SSN.
+func (c *Chunker) WriteSessionControl(ctx context.Context, m wire.SessionControl) (wire.SSN, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m.SSN = c.next
+	if err := m.Validate(); err != nil {
+		return 0, err
+	}
+	c.buf = m.Append(c.buf[:0])
+	if err := c.send(ctx, wire.PPIDSessionControl, c.buf); err != nil {
+		return 0, err
+	}
+	return m.SSN, nil
+}
+
+// WriteMessage sends an already encoded message with its PPID: a DDP
+// Segment Chunk (PPID 16) or a DDP Stream Session Control message (PPID
+// 17). The message is checked as the codecs check it, its DDP Segment
+// against the MULPDU, and its DDP-SSN must be the stream's next one (§6:
+// "The DDP-SSNs assigned to the Data Chunks for a session MUST NOT have
+// any gaps.").
+func (c *Chunker) WriteMessage(ctx context.Context, ppid wire.PPID, msg []byte) error {
+	var ssn wire.SSN
+	switch ppid {
+	case wire.PPIDSegment:
+		sc, _, err := wire.ParseSegmentChunk(msg)
+		if err != nil {
+			return err
+		}
+		if err := wire.CheckSegmentSize(len(sc.Segment), c.cfg.MULPDU); err != nil {
+			return err
+		}
+		if c.cfg.ImpliedPPID && !wire.DataChannelFramable(sc.Segment) {
+			return wire.ErrDataChannelFraming
+		}
+		ssn = sc.SSN
+	case wire.PPIDSessionControl:
+		m, _, err := wire.ParseSessionControl(msg)
+		if err != nil {
+			return err
+		}
+		ssn = m.SSN
+	default:
+		// RFC 5043 §5.1: "An SCTP Association that has had the DDP
+		// Adaptation Indication negotiated will carry only SCTP Data
+		// Chunks as defined in this document."
+		return fmt.Errorf("%w: %v", wire.ErrUnexpectedPPID, ppid)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ssn != c.next {
+		return fmt.Errorf("%w: message has %d, next is %d", ErrSSNOutOfOrder, ssn, c.next)
+	}
+	return c.send(ctx, ppid, msg)
+}
+
+// send waits until the transport can send and has room, and queues msg;
+// on success it advances the DDP-SSN. The caller holds mu.
+func (c *Chunker) send(ctx context.Context, ppid wire.PPID, msg []byte) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	control := ppid == wire.PPIDSessionControl
+	if err := c.room.waitRoom(ctx, len(msg), control); err != nil {
+		return c.closedErr(err)
+	}
+	if err := c.cfg.Send(msg, ppid); err != nil {
+		return err
+	}
+	c.next = c.next.Next()
+	c.room.sent(control)
+	return nil
+}
+
+func (c *Chunker) ready(ctx context.Context) error {
+	if c.cfg.Ready == nil {
+		return nil
+	}
+	return c.cfg.Ready(ctx)
+}
+
+// closedErr turns the room's errClosed into the transport's reason.
+func (c *Chunker) closedErr(err error) error {
+	if err == errClosed {
+		return c.cfg.Err()
+	}
+	return err
+}
 
 // controlReserve is how many session control messages may be sent between
 // two moments when nothing is buffered (see sendRoom).
 const controlReserve = 1024
 
-// maxSendQueueLimit is the largest send queue cap that keeps RFC 5043
-// §10's limit of 32767 unacknowledged chunks (see sendRoom).
-const maxSendQueueLimit = (MaxInFlight - controlReserve) * MinSegmentChunkLen
+// MaxSendQueueLimit is the largest send queue cap that keeps RFC 5043
+// §10's limit of 32767 unacknowledged chunks (see Chunker).
+const MaxSendQueueLimit = (wire.MaxInFlight - controlReserve) * wire.MinSegmentChunkLen
 
 // recheckInterval bounds a wait for send-queue room when no
 // buffered-amount-low signal arrives (while waiting for the queue to drain
 // completely, or after the stream closed under the writer).
 const recheckInterval = 2 * time.Millisecond
 
+// errClosed is what sendRoom's waits return when the transport has ended.
+var errClosed = errors.New("sctpddp: transport ended")
+
 // sendRoom keeps what a stream has queued or in flight under a cap, for
-// both kinds of stream (an SCTP stream pair, a data channel). The cap also
-// keeps RFC 5043 §10's limit: "the sending DDP must simply refrain from
-// sending more than 32767 Data Chunks for a single stream without
-// acknowledgment. Note that it MUST NOT rely upon ULP flow control for
-// this purpose." Every message is one Data Chunk (it fits the MULPDU) of
-// at least MinSegmentChunkLen bytes, except control messages, of which at
-// most controlReserve are sent between two moments when the queue is
-// empty. So unacknowledged chunks number at most limit/MinSegmentChunkLen
-// + controlReserve <= MaxInFlight.
+// every kind of transport. The cap also keeps RFC 5043 §10's limit: "the
+// sending DDP must simply refrain from sending more than 32767 Data Chunks
+// for a single stream without acknowledgment. Note that it MUST NOT rely
+// upon ULP flow control for this purpose." Every message is one Data
+// Chunk (it fits the MULPDU) of at least wire.MinSegmentChunkLen bytes,
+// except control messages, of which at most controlReserve are sent
+// between two moments when the queue is empty. So unacknowledged chunks
+// number at most limit/MinSegmentChunkLen + controlReserve <= MaxInFlight.
 //
-// Its fields are guarded by the stream's write mutex.
+// Its fields are guarded by the Chunker's mutex.
 type sendRoom struct {
 	limit    uint64          // cap, bytes
 	buffered func() uint64   // queued + in flight
 	low      chan struct{}   // signalled when the buffered amount drops
-	closed   <-chan struct{} // closed when the stream can no longer send
-	// gone, checked after each recheck, reports an end of the stream that
-	// closed may not have signalled yet; nil if there is none.
-	gone      func() bool
-	closedErr error
+	done     <-chan struct{} // closed when the stream can no longer send
+	gone     func() bool     // an end done may not show yet; may be nil
 
 	ctlSinceDrain int
 	timer         *time.Timer
@@ -91,12 +308,19 @@ func (r *sendRoom) wait(ctx context.Context) error {
 		return nil
 	case <-r.timer.C:
 		if r.gone != nil && r.gone() {
-			return r.closedErr
+			return errClosed
 		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-r.closed:
-		return r.closedErr
+	case <-r.done:
+		return errClosed
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

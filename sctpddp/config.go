@@ -13,12 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/logging"
 )
 
 // Defaults of Config. They are tuned for throughput on a 1500-byte path;
-// see NOTES.md-style measurements in bench_test.go.
+// see the package benchmarks (BenchmarkThroughput, BenchmarkRDMAWrite).
 const (
 	// DefaultMTU is the SCTP packet size handed to DTLS. A 1500-byte path
 	// leaves 1500 - 40 (IPv6) - 8 (UDP) = 1452 bytes for a DTLS record,
@@ -262,10 +263,10 @@ func (c *Config) settings() (*settings, error) {
 	if s.MTU == 0 {
 		s.MTU = DefaultMTU
 	}
-	if s.MTU < MinMTU || s.MTU > MaxMTU {
-		return nil, fmt.Errorf("sctpddp: MTU %d outside [%d, %d]", s.MTU, MinMTU, MaxMTU)
+	if s.MTU < wire.MinMTU || s.MTU > MaxMTU {
+		return nil, fmt.Errorf("sctpddp: MTU %d outside [%d, %d]", s.MTU, wire.MinMTU, MaxMTU)
 	}
-	s.mulpdu = MULPDUForMTU(s.MTU)
+	s.mulpdu = wire.MULPDUForMTU(s.MTU)
 	if s.UDPBufferSize == 0 {
 		s.UDPBufferSize = DefaultUDPBufferSize
 	}
@@ -275,15 +276,15 @@ func (c *Config) settings() (*settings, error) {
 	if s.MaxMessageSize == 0 {
 		s.MaxMessageSize = DefaultMaxMessageSize
 	}
-	if int(s.MaxMessageSize) < s.mulpdu+SSNLen {
-		s.MaxMessageSize = uint32(s.mulpdu + SSNLen)
+	if int(s.MaxMessageSize) < s.mulpdu+wire.SSNLen {
+		s.MaxMessageSize = uint32(s.mulpdu + wire.SSNLen)
 	}
 	limit := s.SendQueueLimit
 	if limit <= 0 {
 		limit = DefaultSendQueueLimit
 	}
 	limit = max(limit, 2*int(s.MaxMessageSize))
-	limit = min(limit, maxSendQueueLimit)
+	limit = min(limit, MaxSendQueueLimit)
 	s.sendQueueLimit = uint64(limit)
 	if s.HandshakeTimeout <= 0 {
 		s.HandshakeTimeout = DefaultHandshakeTimeout

@@ -1,19 +1,33 @@
 //go:build !js
 
-package sctpddp
+package sctpddp_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
-	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
+
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
+	"github.com/iwarpgo/iwarp/rdmap"
+	. "github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
+)
+
+type peer = rdmaptest.Peer
+
+var (
+	checkGoroutines = CheckGoroutines
+	testCtx         = TestCtx
+	newPeer         = NewPeer
+	waitC           = WaitC
 )
 
 // loopbackAPI returns a pion API that gathers only host candidates on
@@ -32,7 +46,7 @@ func loopbackAPI() *webrtc.API {
 // connects them by handing each one's SDP (with all its candidates) to
 // the other, and waits until both channels are open. Both are closed at
 // the end of the test.
-func peerConnectionPair(t testing.TB, id uint16, cfg DataChannelConfig) (pcA, pcB *webrtc.PeerConnection, a, b *DataChannelStream) {
+func peerConnectionPair(t testing.TB, id uint16, cfg ChannelConfig) (pcA, pcB *webrtc.PeerConnection, a, b *datachannel.Stream) {
 	t.Helper()
 	api := loopbackAPI()
 	var err error
@@ -44,10 +58,10 @@ func peerConnectionPair(t testing.TB, id uint16, cfg DataChannelConfig) (pcA, pc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pcB.GracefulClose() })
-	if a, err = CreateDataChannel(pcA, id, cfg); err != nil {
+	if a, err = datachannel.Create(pcA, id, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = CreateDataChannel(pcB, id, cfg); err != nil {
+	if b, err = datachannel.Create(pcB, id, cfg); err != nil {
 		t.Fatal(err)
 	}
 	// Non-trickle exchange: each description carries its candidates.
@@ -76,8 +90,8 @@ func peerConnectionPair(t testing.TB, id uint16, cfg DataChannelConfig) (pcA, pc
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, s := range []*DataChannelStream{a, b} {
-		if err := s.waitOpen(ctx); err != nil {
+	for _, s := range []*datachannel.Stream{a, b} {
+		if err := s.NewSession(ctx); err != nil {
 			t.Fatalf("data channel %d did not open: %v", s.ID(), err)
 		}
 	}
@@ -86,7 +100,7 @@ func peerConnectionPair(t testing.TB, id uint16, cfg DataChannelConfig) (pcA, pc
 
 // dataChannelSessionPair starts a DDP Stream Session over the two
 // streams: ConnectStream on a's side, ReadInitiate and Accept on b's.
-func dataChannelSessionPair(t *testing.T, sa, sb *DataChannelStream, a, b *peer) (*Session, *Session) {
+func dataChannelSessionPair(t *testing.T, sa, sb *datachannel.Stream, a, b *peer) (*Session, *Session) {
 	t.Helper()
 	ctx := testCtx(t)
 	type res struct {
@@ -126,8 +140,8 @@ func dataChannelSessionPair(t *testing.T, sa, sb *DataChannelStream, a, b *peer)
 // between two PeerConnections.
 func TestDataChannelSessionAllOperations(t *testing.T) {
 	checkGoroutines(t)
-	_, _, sa, sb := peerConnectionPair(t, 7, DataChannelConfig{})
-	if sa.ID() != 7 || sb.ID() != 7 || sa.MULPDU() != MaxDataChannelMULPDU {
+	_, _, sa, sb := peerConnectionPair(t, 7, ChannelConfig{})
+	if sa.ID() != 7 || sb.ID() != 7 || sa.MULPDU() != wire.MaxDataChannelMULPDU {
 		t.Fatalf("ids %d %d, MULPDU %d", sa.ID(), sb.ID(), sa.MULPDU())
 	}
 	a, b := newPeer(t, nil), newPeer(t, nil)
@@ -141,7 +155,7 @@ func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
 	for _, side := range []string{"initiator", "responder"} {
 		t.Run("close the "+side, func(t *testing.T) {
 			checkGoroutines(t)
-			pcA, pcB, sa, sb := peerConnectionPair(t, 1, DataChannelConfig{})
+			pcA, pcB, sa, sb := peerConnectionPair(t, 1, ChannelConfig{})
 			a, b := newPeer(t, nil), newPeer(t, nil)
 			dataChannelSessionPair(t, sa, sb, a, b)
 			for _, p := range []*peer{a, b} {
@@ -170,8 +184,8 @@ func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
 				}
 			}
 			ctx := testCtx(t)
-			for _, s := range []*DataChannelStream{sa, sb} {
-				if _, err := s.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}); !errors.Is(err, ErrDataChannelClosed) {
+			for _, s := range []*datachannel.Stream{sa, sb} {
+				if _, err := s.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate}); !errors.Is(err, ErrChannelClosed) {
 					t.Fatalf("write after close: %v", err)
 				}
 			}
@@ -183,21 +197,21 @@ func TestDataChannelPeerConnectionCloseFlushes(t *testing.T) {
 // both ends fail once the messages sent before are read.
 func TestDataChannelCloseEndsReads(t *testing.T) {
 	checkGoroutines(t)
-	_, _, sa, sb := peerConnectionPair(t, 3, DataChannelConfig{})
+	_, _, sa, sb := peerConnectionPair(t, 3, ChannelConfig{})
 	ctx := testCtx(t)
-	if _, err := sa.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate, PrivateData: []byte("x")}); err != nil {
+	if _, err := sa.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate, PrivateData: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, MaxSessionControlLen)
+	buf := make([]byte, wire.MaxSessionControlLen)
 	n, ppid, err := sb.ReadMessage(ctx, buf)
-	if err != nil || ppid != PPIDSessionControl || n != 5 {
+	if err != nil || ppid != wire.PPIDSessionControl || n != 5 {
 		t.Fatalf("read %d %v %v", n, ppid, err)
 	}
 	if err := sa.DataChannel().Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*DataChannelStream{sa, sb} {
-		if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrDataChannelClosed) {
+	for _, s := range []*datachannel.Stream{sa, sb} {
+		if _, _, err := s.ReadMessage(ctx, buf); !errors.Is(err, ErrChannelClosed) {
 			t.Fatalf("stream %p: read after close: %v", s, err)
 		}
 	}
@@ -207,7 +221,7 @@ func TestDataChannelCloseEndsReads(t *testing.T) {
 // DDP-SSN order, and the receiver tells them apart by content.
 func TestDataChannelFramingOnTheWire(t *testing.T) {
 	checkGoroutines(t)
-	_, _, sa, sb := peerConnectionPair(t, 9, DataChannelConfig{MULPDU: 1000})
+	_, _, sa, sb := peerConnectionPair(t, 9, ChannelConfig{MULPDU: 1000})
 	ctx := testCtx(t)
 	if sa.MULPDU() != 1000 {
 		t.Fatal(sa.MULPDU())
@@ -217,33 +231,37 @@ func TestDataChannelFramingOnTheWire(t *testing.T) {
 	}
 	untagged := []byte{0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	tagged := []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}
-	steps := []func() (SSN, error){
-		func() (SSN, error) {
-			return sa.WriteSessionControl(ctx, SessionControl{Function: FunctionEnhancedInitiate, Enhanced: EnhancedData{IRD: 4, ORD: 4}})
+	steps := []func() (wire.SSN, error){
+		func() (wire.SSN, error) {
+			return sa.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: 4, ORD: 4}})
 		},
-		func() (SSN, error) { return sa.WriteSegmentv(ctx, untagged, [][]byte{[]byte("ab"), []byte("cd")}) },
-		func() (SSN, error) { return sa.WriteSegmentv(ctx, tagged, nil) },
-		func() (SSN, error) { return sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1000-len(tagged))}) },
-		func() (SSN, error) { return sa.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}) },
+		func() (wire.SSN, error) { return sa.WriteSegmentv(ctx, untagged, [][]byte{[]byte("ab"), []byte("cd")}) },
+		func() (wire.SSN, error) { return sa.WriteSegmentv(ctx, tagged, nil) },
+		func() (wire.SSN, error) {
+			return sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1000-len(tagged))})
+		},
+		func() (wire.SSN, error) {
+			return sa.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
+		},
 	}
 	for i, step := range steps {
-		if ssn, err := step(); err != nil || ssn != SSN(i) {
+		if ssn, err := step(); err != nil || ssn != wire.SSN(i) {
 			t.Fatalf("write %d: DDP-SSN %d, %v", i, ssn, err)
 		}
 	}
 	buf := make([]byte, 2+1000)
 	type msg struct {
-		ssn  SSN
-		ppid PPID
+		ssn  wire.SSN
+		ppid wire.PPID
 		n    int
 	}
-	want := []msg{{0, PPIDSessionControl, 8}, {1, PPIDSegment, 2 + 18 + 4}, {2, PPIDSegment, 16}, {3, PPIDSegment, 1002}, {4, PPIDSessionControl, 4}}
+	want := []msg{{0, wire.PPIDSessionControl, 8}, {1, wire.PPIDSegment, 2 + 18 + 4}, {2, wire.PPIDSegment, 16}, {3, wire.PPIDSegment, 1002}, {4, wire.PPIDSessionControl, 4}}
 	for i, w := range want {
 		n, ppid, err := sb.ReadMessage(ctx, buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := msg{SSN(buf[0])<<8 | SSN(buf[1]), ppid, n}
+		got := msg{wire.SSN(buf[0])<<8 | wire.SSN(buf[1]), ppid, n}
 		if got != w {
 			t.Fatalf("message %d: %+v, want %+v", i, got, w)
 		}
@@ -252,15 +270,15 @@ func TestDataChannelFramingOnTheWire(t *testing.T) {
 		}
 	}
 	// The checks on the way out.
-	if _, err := sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1001-len(tagged))}); !errors.Is(err, ErrSegmentTooLarge) {
+	if _, err := sa.WriteSegmentv(ctx, tagged, [][]byte{make([]byte, 1001-len(tagged))}); !errors.Is(err, wire.ErrSegmentTooLarge) {
 		t.Fatalf("oversized segment: %v", err)
 	}
 	bad := append([]byte(nil), tagged...)
 	bad[0] = 0x80 // DDP Version 0: its control octet could be 0x00
-	if _, err := sa.WriteSegmentv(ctx, bad, nil); !errors.Is(err, ErrDataChannelFraming) {
+	if _, err := sa.WriteSegmentv(ctx, bad, nil); !errors.Is(err, wire.ErrDataChannelFraming) {
 		t.Fatalf("version-0 segment: %v", err)
 	}
-	if _, err := sa.WriteSessionControl(ctx, SessionControl{Function: FunctionExperimental}); !errors.Is(err, ErrUnknownFunctionCode) {
+	if _, err := sa.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionExperimental}); !errors.Is(err, wire.ErrUnknownFunctionCode) {
 		t.Fatalf("experimental function code: %v", err)
 	}
 	if ssn := sa.NextSSN(); ssn != 5 {
@@ -275,10 +293,10 @@ func TestDataChannelFramingOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := make([]byte, 2000)
-	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, ErrSegmentTooLarge) {
+	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, wire.ErrSegmentTooLarge) {
 		t.Fatalf("oversized segment received: %v", err)
 	}
-	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, ErrUnexpectedPPID) {
+	if _, _, err := sb.ReadMessage(ctx, big); !errors.Is(err, wire.ErrUnexpectedPPID) {
 		t.Fatalf("text message received: %v", err)
 	}
 }
@@ -306,43 +324,73 @@ func TestNewDataChannelStreamChecks(t *testing.T) {
 		{"other protocol", func(o *webrtc.DataChannelInit) { o.Protocol = &other }},
 	}
 	for i, c := range cases {
-		init := NewDataChannelInit(uint16(20 + i))
+		init := datachannel.NewInit(uint16(20 + i))
 		c.mod(init)
 		dc, err := pc.CreateDataChannel("x", init)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewDataChannelStream(dc, DataChannelConfig{}); !errors.Is(err, ErrNotDDPDataChannel) {
+		if _, err := datachannel.NewStream(dc, ChannelConfig{}); !errors.Is(err, datachannel.ErrNotDDP) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
-	for _, m := range []int{MinMULPDU - 1, MaxDataChannelMULPDU + 1} {
-		if _, err := CreateDataChannel(pc, 40, DataChannelConfig{MULPDU: m}); err == nil {
+	for _, m := range []int{wire.MinMULPDU - 1, wire.MaxDataChannelMULPDU + 1} {
+		if _, err := datachannel.Create(pc, 40, ChannelConfig{MULPDU: m}); err == nil {
 			t.Errorf("MULPDU %d accepted", m)
 		}
 	}
-	s, err := CreateDataChannel(pc, 41, DataChannelConfig{MULPDU: MinMULPDU, SendQueueLimit: 1, ReceiveQueueLimit: 1})
+	s, err := datachannel.Create(pc, 42, ChannelConfig{SendQueueLimit: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.room.limit != 2*(MinMULPDU+SSNLen) || s.q.limit != MinMULPDU+SSNLen {
-		t.Fatalf("limits %d %d", s.room.limit, s.q.limit)
-	}
-	s, err = CreateDataChannel(pc, 42, DataChannelConfig{SendQueueLimit: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.room.limit != maxSendQueueLimit || s.room.limit/MinSegmentChunkLen+controlReserve > MaxInFlight {
-		t.Fatalf("send queue limit %d keeps no §10 bound", s.room.limit)
+	if s.SendQueueLimit() != MaxSendQueueLimit {
+		t.Fatalf("send queue limit %d", s.SendQueueLimit())
 	}
 	// Writes on a channel that never opens wait for it, until ctx ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := s.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("write before open: %v", err)
 	}
 	s.Close()
-	if _, err := s.WriteSessionControl(context.Background(), SessionControl{Function: FunctionTerminate}); !errors.Is(err, ErrDataChannelClosed) {
+	if _, err := s.WriteSessionControl(context.Background(), wire.SessionControl{Function: wire.FunctionTerminate}); !errors.Is(err, ErrChannelClosed) {
 		t.Fatalf("write after Close: %v", err)
+	}
+}
+
+// BenchmarkDataChannelRDMAWrite is BenchmarkRDMAWrite's sctpddp case over
+// a WebRTC data channel between two pion PeerConnections on loopback
+// (pion's SCTP defaults: MTU 1200, 1 MiB receive window), with 64 KiB
+// DDP Segments (MaxDataChannelMULPDU), so that one RDMA Write is one
+// data-channel message, and with 16 KiB segments.
+//
+// Run: go test -run XXX -bench DataChannelRDMAWrite -benchtime 400x ./sctpddp
+func BenchmarkDataChannelRDMAWrite(b *testing.B) {
+	for _, mulpdu := range []int{wire.MaxDataChannelMULPDU, 16 << 10} {
+		b.Run("mulpdu"+strconv.Itoa(mulpdu)+"/64KiB", func(b *testing.B) {
+			_, _, sa, sb := peerConnectionPair(b, 1, ChannelConfig{MULPDU: mulpdu})
+			ctx := BenchCtx(b)
+			x, y := newPeer(b, nil), newPeer(b, nil)
+			errc := make(chan error, 1)
+			go func() {
+				r, err := ReadInitiate(ctx, sb, 5*time.Second)
+				if err == nil {
+					var s *Session
+					if s, err = r.Accept(y.QP, SessionConfig{}); err == nil {
+						b.Cleanup(func() { s.Close() })
+					}
+				}
+				errc <- err
+			}()
+			s, err := ConnectStream(ctx, sa, x.QP, SessionConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+			BenchMover(b, NewRDMAWriteMoverOn(b, x, y))
+		})
 	}
 }

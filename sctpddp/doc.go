@@ -1,33 +1,54 @@
-// Package sctpddp is the SCTP adaptation of DDP (RFC 5043): the lower
-// layer protocol (LLP) that carries DDP Segments (RFC 5041) in SCTP DATA
-// chunks, here over github.com/pion/sctp on github.com/pion/dtls/v3 on UDP.
+// Package sctpddp runs DDP (RFC 5041) and with it RDMAP queue pairs over
+// SCTP, as RFC 5043 adapts it: each DDP stream is a pair of like-numbered
+// SCTP streams, each DDP Segment an unordered DATA chunk numbered with a
+// DDP-SSN, and a DDP Stream Session starts and ends with session control
+// messages. Natively the SCTP association runs over DTLS over UDP
+// (github.com/pion/sctp on github.com/pion/dtls/v3); the same sessions run
+// over WebRTC data channels (package sctpddp/datachannel natively, the
+// browser's in js/wasm).
 //
-// The wire codecs are pure (no goroutines, no pion import) and build for
-// every GOOS, js/wasm included:
+// One end listens and accepts sessions, the other dials and connects a
+// queue pair (an rdmap.QueuePair is a ddp.Endpoint):
 //
-//   - PPIDs 16 and 17 and the DDP Adaptation Indication (§5.1, §5.2, §12):
-//     PPIDSegment, PPIDSessionControl, AdaptationIndicationDDP.
-//   - The DDP-SSN (§5.2.1) with the serial-number arithmetic and in-flight
-//     limit of §10: SSN, MaxInFlight, SSN.InWindow, CanSend.
-//   - The DDP Segment Chunk (§5.2.2): SegmentChunk, ParseSegmentChunk.
-//   - DDP Stream Session Control (§5.2.3) with RFC 5043's four function
-//     codes and RFC 6581 §7's three enhanced ones, whose Private Data starts
-//     with the IRD/ORD field of RFC 6581 §9: SessionControl,
-//     ParseSessionControl, EnhancedData.
-//   - The maximum DDP Segment size reported to DDP (§9): MULPDUForMTU,
-//     CheckSegmentSize.
+//	l, err := sctpddp.Listen(ctx, "udp", ":4791", &sctpddp.Config{Certificate: cert, PeerFingerprints: pins})
+//	a, err := l.Accept(ctx)
+//	req, err := a.Sessions(0).Accept(ctx)
+//	sess, err := req.Accept(qp, sctpddp.SessionConfig{})
 //
-// Encoders are Append(b []byte) []byte with Len(); decoders are
-// ParseX(b []byte) (X, int, error) and never panic. A decoded message
-// aliases the buffer it was parsed from. Neither message type has a length
-// field: one SCTP message is one chunk, and the message boundary ends it.
+//	a, err := sctpddp.Dial(ctx, "udp", "server:4791", &sctpddp.Config{Certificate: cert, PeerFingerprints: pins})
+//	sess, err := a.Connect(ctx, qp, sctpddp.SessionConfig{})
 //
-// The connection side (files built natively, not for js) sets up DTLS over
-// UDP with pion/dtls/v3 and an SCTP association over it with pion/sctp:
-// Listen, Dial, Listener, Association and Stream. Every Stream sends
-// unordered, reliable DATA chunks, as §10 requires ("The adaptation layer
-// MUST use the Unordered option on all Data Chunks"), and assigns DDP-SSNs
-// in submission order.
+// The wire format (PPIDs, DDP-SSN arithmetic, the DDP Segment Chunk,
+// session control, the MULPDU) is package sctpddp/wire's. This package
+// has the rest: sessions over any MessageStream, the Chunker that numbers
+// and frames every stream's messages, the ChannelStream that carries them
+// over a data channel, and, natively, the DTLS/SCTP association.
+//
+// # Associations
+//
+// Listen and Dial set up DTLS over UDP and an SCTP association over it:
+// Listener, Association and Stream. Every Stream sends unordered, reliable
+// DATA chunks, as §10 requires ("The adaptation layer MUST use the
+// Unordered option on all Data Chunks"), and assigns DDP-SSNs in
+// submission order. The peer is authenticated by exactly one of pinned
+// certificate fingerprints (GenerateCertificate, CertificateFingerprint,
+// ParseFingerprint), certificate authorities or a pre-shared key (Config).
+// None of this is built for js/wasm, which has no UDP sockets.
+//
+// # Sessions
+//
+// Session binds a ULP endpoint (ddp.Endpoint: an rdmap.QueuePair) to a DDP
+// stream for one DDP Stream Session (§6): Connect, Association.Connect or
+// ConnectStream on the active side, Association.Sessions or ReadInitiate
+// and then SessionRequest.Accept or Reject on the passive side. IRD and
+// ORD are negotiated with RFC 6581's enhanced function codes unless
+// SessionConfig.Basic. Each DDP Segment's 16-bit DDP-SSN is widened to the
+// DDP stream's 32-bit sequence: the segment is placed on arrival and its
+// message delivered in DDP-SSN order. A message outside the legal
+// sequences (a second Initiate, a forged or out-of-window DDP-SSN, an
+// unknown PPID, oversized Private Data) terminates the session with a DDP
+// Stream Session Terminate and flushes the endpoint; nothing more is
+// placed.
 //
 // # Known deviations from RFC 5043
 //
@@ -45,27 +66,12 @@
 //     WebRTC) rather than IPsec.
 //   - pion/sctp negotiates I-DATA (RFC 8260) by default; this package turns
 //     it off so that segments travel in the DATA chunks RFC 5043 describes.
-//   - On a WebRTC data channel (DataChannelStream) the PPID is implied by
+//   - On a WebRTC data channel (ChannelStream) the PPID is implied by
 //     content: the browser sends every binary message with PPID 53, so a
 //     message whose third octet is 0x00 (the high octet of a Function Code,
 //     1-7) is DDP Stream Session Control and any other a DDP Segment Chunk
 //     (its DDP Control Field has DV = 01b); segments of another DDP version
-//     are not sent.
-//
-// # Sessions
-//
-// Session binds a ULP endpoint (ddp.Endpoint: an rdmap.QueuePair) to a DDP
-// stream for one DDP Stream Session (§6): Connect or ConnectStream on the
-// active side, Association.Sessions or ReadInitiate and then
-// SessionRequest.Accept or Reject on the passive side. IRD and ORD are
-// negotiated with RFC 6581's enhanced function codes unless
-// SessionConfig.Basic. Each DDP Segment's 16-bit DDP-SSN is widened to the
-// DDP stream's 32-bit sequence: the segment is placed on arrival and its
-// message delivered in DDP-SSN order. A message outside the legal
-// sequences (a second Initiate, a forged or out-of-window DDP-SSN, an
-// unknown PPID, oversized Private Data) terminates the session with a DDP
-// Stream Session Terminate and flushes the endpoint; nothing more is
-// placed.
+//     are not sent (see package sctpddp/wire).
 //
 // # Limits
 //
@@ -87,14 +93,6 @@
 // nothing for DeadPeerTimeout is closed with ErrPeerDead, each end sending
 // a HEARTBEAT whenever it has sent nothing for HeartbeatInterval.
 // Association.Err says why an association ended; Config.Refused hears
-// every refusal.
-//
-// # Readings of the RFCs
-//
-//   - RFC 6581 §7 places the IRD/ORD field in the enhanced Initiate and
-//     Accept; this package also carries it in the Enhanced Reject, since
-//     §9.1 and §9.2 have the reject convey the responder's IRD/ORD and RTR
-//     options (see FunctionCode.Enhanced).
-//   - The function code 0xFFFF (RFC 6580, experimental) is rejected like an
-//     unassigned code.
+// every refusal. Every stream keeps what it has in flight under a cap
+// that also keeps §10's 32767 unacknowledged chunks (Chunker).
 package sctpddp

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
 )
 
@@ -766,7 +767,7 @@ func sessionAttack(t *testing.T, l *Listener, accepted <-chan *Association, cli 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate}); err != nil {
+		if _, err := st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate}); err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, st)
@@ -776,10 +777,10 @@ func sessionAttack(t *testing.T, l *Listener, accepted <-chan *Association, cli 
 		t.Helper()
 		buf := make([]byte, 2048)
 		n, ppid, err := st.ReadMessage(testCtx(t), buf)
-		if err != nil || ppid != PPIDSessionControl {
+		if err != nil || ppid != wire.PPIDSessionControl {
 			t.Fatalf("%v %v", ppid, err)
 		}
-		if m, _, _ := ParseSessionControl(buf[:n]); m.Function != FunctionTerminate {
+		if m, _, _ := wire.ParseSessionControl(buf[:n]); m.Function != wire.FunctionTerminate {
 			t.Fatalf("reply %v", m.Function)
 		}
 	}
@@ -998,7 +999,7 @@ func TestTooManyStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate}); err != nil {
+		if _, err := st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate}); err != nil {
 			break // the server closed the association already
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // SessionRequest is a DDP Stream Session Initiate waiting for the ULP's
@@ -15,11 +16,11 @@ import (
 // Initiate messages SHOULD be under the control of the ULP").
 type SessionRequest struct {
 	st      MessageStream
-	m       SessionControl
+	m       wire.SessionControl
 	timeout time.Duration
 
-	PrivateData []byte        // the initiator's Private Data
-	Enhanced    *EnhancedData // the initiator's IRD/ORD (RFC 6581), if any
+	PrivateData []byte             // the initiator's Private Data
+	Enhanced    *wire.EnhancedData // the initiator's IRD/ORD (RFC 6581), if any
 
 	once    sync.Once
 	release func()      // gives back the SessionAcceptor's slot; nil if none
@@ -58,7 +59,7 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 		return nil, err
 	}
 	s.PeerPrivateData, s.PeerEnhanced = r.PrivateData, r.Enhanced
-	reply := SessionControl{Function: FunctionAccept, PrivateData: cfg.PrivateData}
+	reply := wire.SessionControl{Function: wire.FunctionAccept, PrivateData: cfg.PrivateData}
 	if e := r.Enhanced; e != nil {
 		// RFC 6581 §9.1's negotiation, as MPA does it; a DDP Stream
 		// Session has no RTR indication (its passive side may send once
@@ -70,7 +71,7 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 				return nil, err
 			}
 		}
-		reply = SessionControl{Function: FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
+		reply = wire.SessionControl{Function: wire.FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
@@ -92,10 +93,10 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
 	err := errDecided
 	r.once.Do(func() {
-		m := SessionControl{Function: FunctionReject, PrivateData: privateData}
+		m := wire.SessionControl{Function: wire.FunctionReject, PrivateData: privateData}
 		if r.Enhanced != nil {
 			e, _ := ddp.Answer(*r.Enhanced, ird, ord, nil)
-			m = SessionControl{Function: FunctionEnhancedReject, PrivateData: privateData, Enhanced: e}
+			m = wire.SessionControl{Function: wire.FunctionEnhancedReject, PrivateData: privateData, Enhanced: e}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 		defer cancel()
@@ -121,18 +122,18 @@ func ReadInitiate(ctx context.Context, st MessageStream, timeout time.Duration) 
 // readInitiate is ReadInitiate, but leaves the Terminate to the caller:
 // terminate reports that one is due.
 func readInitiate(ctx context.Context, st MessageStream, timeout time.Duration) (r *SessionRequest, terminate bool, err error) {
-	buf := make([]byte, MaxPrivateData+16)
+	buf := make([]byte, wire.MaxPrivateData+16)
 	n, ppid, err := st.ReadMessage(ctx, buf)
 	if err != nil {
-		return nil, errors.Is(err, ErrUnexpectedPPID), err
+		return nil, errors.Is(err, wire.ErrUnexpectedPPID), err
 	}
-	var m SessionControl
-	if ppid == PPIDSessionControl {
-		m, _, err = ParseSessionControl(buf[:n])
+	var m wire.SessionControl
+	if ppid == wire.PPIDSessionControl {
+		m, _, err = wire.ParseSessionControl(buf[:n])
 	} else {
 		err = fmt.Errorf("%w: a DDP Segment before the Initiate", ErrIllegalSequence)
 	}
-	if err == nil && (m.SSN != 0 || (m.Function != FunctionInitiate && m.Function != FunctionEnhancedInitiate)) {
+	if err == nil && (m.SSN != 0 || (m.Function != wire.FunctionInitiate && m.Function != wire.FunctionEnhancedInitiate)) {
 		err = fmt.Errorf("%w: %v with DDP-SSN %d opens the session", ErrIllegalSequence, m.Function, m.SSN)
 	}
 	if err != nil {
@@ -153,5 +154,5 @@ func terminateStream(st MessageStream) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st.NewSession(ctx)
-	st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
+	st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -29,7 +30,7 @@ type SessionConfig struct {
 
 func (c *SessionConfig) window() int {
 	if c.Window <= 0 {
-		return MaxInFlight + 1
+		return wire.MaxInFlight + 1
 	}
 	return c.Window
 }
@@ -43,12 +44,12 @@ type MessageStream interface {
 	// MULPDU is the largest DDP Segment the stream carries.
 	MULPDU() int
 	// ReadMessage reads one whole message and says which it is.
-	ReadMessage(ctx context.Context, buf []byte) (int, PPID, error)
+	ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, error)
 	// WriteSegmentv sends one DDP Segment with the next DDP-SSN.
-	WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (SSN, error)
+	WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byte) (wire.SSN, error)
 	// WriteSessionControl sends a session control message with the next
 	// DDP-SSN.
-	WriteSessionControl(ctx context.Context, m SessionControl) (SSN, error)
+	WriteSessionControl(ctx context.Context, m wire.SessionControl) (wire.SSN, error)
 	// NewSession resets the DDP-SSN once the previous session's chunks are
 	// acknowledged.
 	NewSession(ctx context.Context) error
@@ -80,7 +81,7 @@ type Session struct {
 
 	// What the peer said when the session started.
 	PeerPrivateData []byte
-	PeerEnhanced    *EnhancedData
+	PeerEnhanced    *wire.EnhancedData
 
 	mu        sync.Mutex // guards closing and err
 	closing   bool
@@ -137,7 +138,7 @@ func (s *Session) Close() error {
 		s.closing = true
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		s.st.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate})
+		s.st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
 		cancel()
 		s.cancel()
 		close(s.done)
@@ -196,15 +197,15 @@ func (s *Session) watch() {
 func (s *Session) readLoop() {
 	defer s.wg.Done()
 	ds := s.ep.Stream()
-	buf := make([]byte, s.mulpdu+SSNLen)
+	buf := make([]byte, s.mulpdu+wire.SSNLen)
 	var endSeq uint32
 	ending := false
 	for {
 		var n int
-		var ppid PPID
+		var ppid wire.PPID
 		var err error
 		if len(s.early) > 0 {
-			n, ppid = copy(buf, s.early[0]), PPIDSegment
+			n, ppid = copy(buf, s.early[0]), wire.PPIDSegment
 			s.early = s.early[1:]
 		} else {
 			n, ppid, err = s.st.ReadMessage(context.Background(), buf)
@@ -213,7 +214,7 @@ func (s *Session) readLoop() {
 			return
 		}
 		if err != nil {
-			if errors.Is(err, ErrUnexpectedPPID) || errors.Is(err, ErrSegmentTooLarge) || errors.Is(err, io.ErrShortBuffer) {
+			if errors.Is(err, wire.ErrUnexpectedPPID) || errors.Is(err, wire.ErrSegmentTooLarge) || errors.Is(err, io.ErrShortBuffer) {
 				s.illegal(ds, err)
 				return
 			}
@@ -221,30 +222,30 @@ func (s *Session) readLoop() {
 			return
 		}
 		switch ppid {
-		case PPIDSegment:
-			c, _, perr := ParseSegmentChunk(buf[:n])
+		case wire.PPIDSegment:
+			c, _, perr := wire.ParseSegmentChunk(buf[:n])
 			if perr != nil {
 				s.illegal(ds, perr)
 				return
 			}
 			seq, ok := widen(ds, c.SSN)
 			if !ok || (ending && seq-ds.Next() >= endSeq-ds.Next()) {
-				s.illegal(ds, fmt.Errorf("DDP-SSN %d outside the window from %d", c.SSN, SSN(ds.Next()+1)))
+				s.illegal(ds, fmt.Errorf("DDP-SSN %d outside the window from %d", c.SSN, wire.SSN(ds.Next()+1)))
 				return
 			}
 			if err := ds.Receive(seq, c.Segment); errors.Is(err, ddp.ErrWindow) {
 				s.illegal(ds, err)
 				return
 			}
-		case PPIDSessionControl:
-			m, _, perr := ParseSessionControl(buf[:n])
+		case wire.PPIDSessionControl:
+			m, _, perr := wire.ParseSessionControl(buf[:n])
 			if perr != nil {
 				s.illegal(ds, perr)
 				return
 			}
 			seq, ok := widen(ds, m.SSN)
 			// Only a Terminate may follow the session's start (§6.2).
-			if m.Function != FunctionTerminate || !ok || ending {
+			if m.Function != wire.FunctionTerminate || !ok || ending {
 				s.illegal(ds, fmt.Errorf("%v with DDP-SSN %d", m.Function, m.SSN))
 				return
 			}
@@ -264,9 +265,9 @@ func (s *Session) readLoop() {
 // DDP-SSN 1 and sequence number 0. "The receiver MAY perform a validity
 // check on received DDP-SSNs to ensure that any gap could be accounted
 // for by unreceived Data Chunks." (§10)
-func widen(ds *ddp.Stream, ssn SSN) (uint32, bool) {
+func widen(ds *ddp.Stream, ssn wire.SSN) (uint32, bool) {
 	next := ds.Next()
-	d := uint16(ssn - SSN(next+1))
+	d := uint16(ssn - wire.SSN(next+1))
 	if int(d) >= ds.Window() {
 		return 0, false
 	}
@@ -313,9 +314,9 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	}
 	ird, ord := ep.ReadLimits()
 	offer := ddp.Offer(ird, ord, nil)
-	init := SessionControl{Function: FunctionEnhancedInitiate, PrivateData: cfg.PrivateData, Enhanced: offer}
+	init := wire.SessionControl{Function: wire.FunctionEnhancedInitiate, PrivateData: cfg.PrivateData, Enhanced: offer}
 	if cfg.Basic {
-		init = SessionControl{Function: FunctionInitiate, PrivateData: cfg.PrivateData}
+		init = wire.SessionControl{Function: wire.FunctionInitiate, PrivateData: cfg.PrivateData}
 	}
 	if _, err := st.WriteSessionControl(ctx, init); err != nil {
 		return nil, err
@@ -323,15 +324,15 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	// Chunks are unordered: the responder's first DDP Segments, sent after
 	// its Accept, may arrive before it. They are kept (up to
 	// maxEarlySegments) and handed to DDP once the session runs.
-	buf := make([]byte, st.MULPDU()+SSNLen)
+	buf := make([]byte, st.MULPDU()+wire.SSNLen)
 	var n int
 	for {
-		var ppid PPID
+		var ppid wire.PPID
 		n, ppid, err = st.ReadMessage(ctx, buf)
 		if err != nil {
 			return nil, fmt.Errorf("sctpddp: waiting for the DDP Stream Session Accept: %w", err)
 		}
-		if ppid == PPIDSessionControl {
+		if ppid == wire.PPIDSessionControl {
 			break
 		}
 		if len(s.early) == maxEarlySegments {
@@ -339,7 +340,7 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		}
 		s.early = append(s.early, append([]byte(nil), buf[:n]...))
 	}
-	m, _, err := ParseSessionControl(buf[:n])
+	m, _, err := wire.ParseSessionControl(buf[:n])
 	if err != nil {
 		return nil, err
 	}
@@ -348,15 +349,15 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	}
 	pd := append([]byte(nil), m.PrivateData...)
 	switch m.Function {
-	case FunctionAccept, FunctionEnhancedAccept:
-	case FunctionReject, FunctionEnhancedReject:
+	case wire.FunctionAccept, wire.FunctionEnhancedAccept:
+	case wire.FunctionReject, wire.FunctionEnhancedReject:
 		re := &ddp.RejectedError{PrivateData: pd}
 		if m.Function.Enhanced() {
 			e := m.Enhanced
 			re.Enhanced = &e
 		}
 		return nil, re
-	case FunctionTerminate:
+	case wire.FunctionTerminate:
 		return nil, fmt.Errorf("%w before the session started", ErrSessionTerminated)
 	default:
 		return nil, fmt.Errorf("%w: %v in reply to an Initiate", ErrIllegalSequence, m.Function)

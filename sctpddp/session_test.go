@@ -14,6 +14,7 @@ import (
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/iwarpgo/iwarp/trace"
 	"github.com/pion/sctp"
 )
@@ -344,7 +345,7 @@ func TestSessionCloseWhileStarting(t *testing.T) {
 }
 
 // rawStream opens a DDP stream and writes raw SCTP messages on it.
-func rawWrite(t *testing.T, st *Stream, ppid PPID, msg []byte) {
+func rawWrite(t *testing.T, st *Stream, ppid wire.PPID, msg []byte) {
 	t.Helper()
 	if _, err := st.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
 		t.Fatal(err)
@@ -360,27 +361,27 @@ func TestSessionBadInput(t *testing.T) {
 		// after the session is up, the client's raw stream sends these
 		send func(t *testing.T, st *Stream, target uint32)
 	}
-	seg := func(ssn SSN, stag uint32) []byte {
+	seg := func(ssn wire.SSN, stag uint32) []byte {
 		h := []byte{0xc1, 0x40, byte(stag >> 24), byte(stag >> 16), byte(stag >> 8), byte(stag), 0, 0, 0, 0, 0, 0, 0, 0, 'x'}
-		return SegmentChunk{SSN: ssn, Segment: h}.Append(nil)
+		return wire.SegmentChunk{SSN: ssn, Segment: h}.Append(nil)
 	}
 	cases := []tc{
 		{"forged DDP-SSN far out of the window", func(t *testing.T, st *Stream, stag uint32) {
-			rawWrite(t, st, PPIDSegment, seg(40000, stag))
+			rawWrite(t, st, wire.PPIDSegment, seg(40000, stag))
 		}},
 		{"DDP-SSN of the Accept again", func(t *testing.T, st *Stream, stag uint32) {
-			rawWrite(t, st, PPIDSegment, seg(0, stag))
+			rawWrite(t, st, wire.PPIDSegment, seg(0, stag))
 		}},
 		{"unknown PPID", func(t *testing.T, st *Stream, stag uint32) {
-			rawWrite(t, st, PPID(99), seg(1, stag))
+			rawWrite(t, st, wire.PPID(99), seg(1, stag))
 		}},
 		{"a second Initiate on an established stream", func(t *testing.T, st *Stream, stag uint32) {
-			m := SessionControl{SSN: 1, Function: FunctionInitiate}
-			rawWrite(t, st, PPIDSessionControl, m.Append(nil))
+			m := wire.SessionControl{SSN: 1, Function: wire.FunctionInitiate}
+			rawWrite(t, st, wire.PPIDSessionControl, m.Append(nil))
 		}},
 		{"private data over 512 octets", func(t *testing.T, st *Stream, stag uint32) {
-			m := SessionControl{SSN: 1, Function: FunctionAccept, PrivateData: make([]byte, 600)}
-			rawWrite(t, st, PPIDSessionControl, m.Append(nil))
+			m := wire.SessionControl{SSN: 1, Function: wire.FunctionAccept, PrivateData: make([]byte, 600)}
+			rawWrite(t, st, wire.PPIDSessionControl, m.Append(nil))
 		}},
 	}
 	for _, tc := range cases {
@@ -403,15 +404,15 @@ func TestSessionBadInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionEnhancedInitiate, Enhanced: EnhancedData{IRD: 1, ORD: 1}}); err != nil {
+			if _, err := st.WriteSessionControl(testCtx(t), wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: 1, ORD: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			buf := make([]byte, 2048)
 			n, ppid, err := st.ReadMessage(testCtx(t), buf)
-			if err != nil || ppid != PPIDSessionControl {
+			if err != nil || ppid != wire.PPIDSessionControl {
 				t.Fatal(err)
 			}
-			if m, _, _ := ParseSessionControl(buf[:n]); m.Function != FunctionEnhancedAccept {
+			if m, _, _ := wire.ParseSessionControl(buf[:n]); m.Function != wire.FunctionEnhancedAccept {
 				t.Fatalf("reply %v", m.Function)
 			}
 			tc.send(t, st, target.STag())
@@ -422,8 +423,8 @@ func TestSessionBadInput(t *testing.T) {
 				if err != nil {
 					t.Fatalf("no Session Terminate: %v", err)
 				}
-				if ppid == PPIDSessionControl {
-					if m, _, _ := ParseSessionControl(buf[:n]); m.Function == FunctionTerminate {
+				if ppid == wire.PPIDSessionControl {
+					if m, _, _ := wire.ParseSessionControl(buf[:n]); m.Function == wire.FunctionTerminate {
 						break
 					}
 				}
@@ -448,22 +449,22 @@ func TestSessionBeforeAccept(t *testing.T) {
 		t.Helper()
 		buf := make([]byte, 2048)
 		n, ppid, err := st.ReadMessage(testCtx(t), buf)
-		if err != nil || ppid != PPIDSessionControl {
+		if err != nil || ppid != wire.PPIDSessionControl {
 			t.Fatalf("%v %v", ppid, err)
 		}
-		if m, _, _ := ParseSessionControl(buf[:n]); m.Function != FunctionTerminate {
+		if m, _, _ := wire.ParseSessionControl(buf[:n]); m.Function != wire.FunctionTerminate {
 			t.Fatalf("reply %v", m.Function)
 		}
 	}
 	st, _ := client.OpenStream(7)
-	rawWrite(t, st, PPIDSegment, SegmentChunk{SSN: 0, Segment: make([]byte, 18)}.Append(nil))
+	rawWrite(t, st, wire.PPIDSegment, wire.SegmentChunk{SSN: 0, Segment: make([]byte, 18)}.Append(nil))
 	expectTerminate(st)
 	// One request may wait; the second is refused.
 	st1, _ := client.OpenStream(8)
-	st1.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionInitiate})
+	st1.WriteSessionControl(testCtx(t), wire.SessionControl{Function: wire.FunctionInitiate})
 	time.Sleep(50 * time.Millisecond)
 	st2, _ := client.OpenStream(9)
-	st2.WriteSessionControl(testCtx(t), SessionControl{Function: FunctionInitiate})
+	st2.WriteSessionControl(testCtx(t), wire.SessionControl{Function: wire.FunctionInitiate})
 	expectTerminate(st2)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // TestSoak runs every attack the limit tests run, at once and for
@@ -121,7 +122,7 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := st.WriteSessionControl(ctx, SessionControl{Function: FunctionEnhancedInitiate, Enhanced: EnhancedData{IRD: 1, ORD: 1}}); err != nil {
+		if _, err := st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: 1, ORD: 1}}); err != nil {
 			return err
 		}
 		buf := make([]byte, 1024)
@@ -129,11 +130,11 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m, _, err := ParseSessionControl(buf[:n])
+		m, _, err := wire.ParseSessionControl(buf[:n])
 		if err != nil {
 			return err
 		}
-		if m.Function != FunctionEnhancedAccept {
+		if m.Function != wire.FunctionEnhancedAccept {
 			return ErrSessionTerminated
 		}
 		return nil

@@ -20,6 +20,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // checkGoroutines fails the test if, after cleanup, more goroutines run
@@ -142,7 +145,7 @@ func TestPinnedFingerprintConnects(t *testing.T) {
 	if f := FingerprintOf(client.PeerCertificate().Raw); !f.Equal(cli.PeerFingerprints[0]) {
 		t.Fatal("client sees another server certificate")
 	}
-	if client.MULPDU() != MULPDUForMTU(LoopbackMTU) {
+	if client.MULPDU() != wire.MULPDUForMTU(LoopbackMTU) {
 		t.Fatalf("MULPDU = %d", client.MULPDU())
 	}
 	exchange(t, server, client, 7)
@@ -157,7 +160,7 @@ func exchange(t *testing.T, server, client *Association, sid uint16) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ssn, err := cs.WriteSessionControl(ctx, SessionControl{Function: FunctionInitiate, PrivateData: []byte("hello")})
+	ssn, err := cs.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate, PrivateData: []byte("hello")})
 	if err != nil || ssn != 0 {
 		t.Fatalf("Initiate: ssn %d, %v", ssn, err)
 	}
@@ -170,58 +173,58 @@ func exchange(t *testing.T, server, client *Association, sid uint16) {
 	}
 	buf := make([]byte, 9000)
 	n, ppid, err := ss.ReadMessage(ctx, buf)
-	if err != nil || ppid != PPIDSessionControl {
+	if err != nil || ppid != wire.PPIDSessionControl {
 		t.Fatalf("read: %v %v", ppid, err)
 	}
-	m, _, err := ParseSessionControl(buf[:n])
-	if err != nil || m.Function != FunctionInitiate || string(m.PrivateData) != "hello" || m.SSN != 0 {
+	m, _, err := wire.ParseSessionControl(buf[:n])
+	if err != nil || m.Function != wire.FunctionInitiate || string(m.PrivateData) != "hello" || m.SSN != 0 {
 		t.Fatalf("got %+v %v", m, err)
 	}
-	if _, err := ss.WriteSessionControl(ctx, SessionControl{Function: FunctionAccept}); err != nil {
+	if _, err := ss.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionAccept}); err != nil {
 		t.Fatal(err)
 	}
 	n, ppid, err = cs.ReadMessage(ctx, buf)
-	if err != nil || ppid != PPIDSessionControl {
+	if err != nil || ppid != wire.PPIDSessionControl {
 		t.Fatalf("read accept: %v %v", ppid, err)
 	}
-	if m, _, err := ParseSessionControl(buf[:n]); err != nil || m.Function != FunctionAccept {
+	if m, _, err := wire.ParseSessionControl(buf[:n]); err != nil || m.Function != wire.FunctionAccept {
 		t.Fatalf("got %+v %v", m, err)
 	}
 	seg := taggedSegment(100)
 	for i := 1; i <= 3; i++ {
 		ssn, err := cs.WriteSegment(ctx, seg)
-		if err != nil || ssn != SSN(i) {
+		if err != nil || ssn != wire.SSN(i) {
 			t.Fatalf("segment %d: ssn %d, %v", i, ssn, err)
 		}
 	}
 	for i := 1; i <= 3; i++ {
 		n, ppid, err := ss.ReadMessage(ctx, buf)
-		if err != nil || ppid != PPIDSegment {
+		if err != nil || ppid != wire.PPIDSegment {
 			t.Fatalf("read segment: %v %v", ppid, err)
 		}
-		c, _, err := ParseSegmentChunk(buf[:n])
+		c, _, err := wire.ParseSegmentChunk(buf[:n])
 		if err != nil || !bytes.Equal(c.Segment, seg) {
 			t.Fatalf("segment: %v", err)
 		}
 	}
-	if _, err := cs.WriteSessionControl(ctx, SessionControl{Function: FunctionTerminate}); err != nil {
+	if _, err := cs.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate}); err != nil {
 		t.Fatal(err)
 	}
 	n, ppid, err = ss.ReadMessage(ctx, buf)
-	if err != nil || ppid != PPIDSessionControl {
+	if err != nil || ppid != wire.PPIDSessionControl {
 		t.Fatal(err)
 	}
-	if m, _, err := ParseSessionControl(buf[:n]); err != nil || m.Function != FunctionTerminate || m.SSN != 4 {
+	if m, _, err := wire.ParseSessionControl(buf[:n]); err != nil || m.Function != wire.FunctionTerminate || m.SSN != 4 {
 		t.Fatalf("terminate: %+v %v", m, err)
 	}
 }
 
 // taggedSegment returns a tagged DDP Segment with n payload bytes.
 func taggedSegment(n int) []byte {
-	seg := make([]byte, taggedHeaderLen+n)
+	seg := make([]byte, ddp.TaggedHeaderLen+n)
 	seg[0] = 0xC1 // T=1 L=1 DV=1
 	for i := range n {
-		seg[taggedHeaderLen+i] = byte(i)
+		seg[ddp.TaggedHeaderLen+i] = byte(i)
 	}
 	return seg
 }
@@ -465,7 +468,7 @@ func TestUnorderedPPIDsOnTheWire(t *testing.T) {
 		var err error
 		for i := range perStream {
 			if i%5 == 0 {
-				_, err = s.WriteSessionControl(ctx, SessionControl{Function: FunctionReject, PrivateData: []byte{byte(i)}})
+				_, err = s.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionReject, PrivateData: []byte{byte(i)}})
 			} else {
 				_, err = s.WriteSegment(ctx, taggedSegment(i))
 			}
@@ -478,24 +481,24 @@ func TestUnorderedPPIDsOnTheWire(t *testing.T) {
 	recv := func(s *Stream) {
 		defer wg.Done()
 		buf := make([]byte, 9000)
-		seen := make(map[SSN]bool)
+		seen := make(map[wire.SSN]bool)
 		for range perStream {
 			n, ppid, err := s.ReadMessage(ctx, buf)
 			if err != nil {
 				errs <- err
 				return
 			}
-			var ssn SSN
+			var ssn wire.SSN
 			switch ppid {
-			case PPIDSegment:
-				c, _, err := ParseSegmentChunk(buf[:n])
+			case wire.PPIDSegment:
+				c, _, err := wire.ParseSegmentChunk(buf[:n])
 				if err != nil || int(c.SSN)%5 == 0 || !bytes.Equal(c.Segment, taggedSegment(int(c.SSN))) {
 					errs <- errors.New("bad segment")
 					return
 				}
 				ssn = c.SSN
-			case PPIDSessionControl:
-				m, _, err := ParseSessionControl(buf[:n])
+			case wire.PPIDSessionControl:
+				m, _, err := wire.ParseSessionControl(buf[:n])
 				if err != nil || int(m.SSN)%5 != 0 || m.PrivateData[0] != byte(m.SSN) {
 					errs <- errors.New("bad control message")
 					return
@@ -545,13 +548,13 @@ func TestUnorderedPPIDsOnTheWire(t *testing.T) {
 			if c.flags&0x07 != 0x07 { // U, B, E
 				t.Fatalf("DATA chunk flags %#x: want U=1, B=1, E=1", c.flags)
 			}
-			switch PPID(c.ppid) {
-			case PPIDSegment:
-				if _, _, err := ParseSegmentChunk(c.data); err != nil {
+			switch wire.PPID(c.ppid) {
+			case wire.PPIDSegment:
+				if _, _, err := wire.ParseSegmentChunk(c.data); err != nil {
 					t.Fatal(err)
 				}
-			case PPIDSessionControl:
-				if _, _, err := ParseSessionControl(c.data); err != nil {
+			case wire.PPIDSessionControl:
+				if _, _, err := wire.ParseSessionControl(c.data); err != nil {
 					t.Fatal(err)
 				}
 			default:
@@ -574,27 +577,27 @@ func TestStreamChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WriteSegment(ctx, taggedSegment(client.MULPDU()-taggedHeaderLen+1)); !errors.Is(err, ErrSegmentTooLarge) {
+	if _, err := s.WriteSegment(ctx, taggedSegment(client.MULPDU()-ddp.TaggedHeaderLen+1)); !errors.Is(err, wire.ErrSegmentTooLarge) {
 		t.Fatalf("oversize segment: %v", err)
 	}
-	if _, err := s.WriteSegment(ctx, []byte{0x80, 0}); !errors.Is(err, ErrTruncated) {
+	if _, err := s.WriteSegment(ctx, []byte{0x80, 0}); !errors.Is(err, wire.ErrTruncated) {
 		t.Fatalf("short segment: %v", err)
 	}
-	if _, err := s.WriteSessionControl(ctx, SessionControl{Function: 0x42}); !errors.Is(err, ErrUnknownFunctionCode) {
+	if _, err := s.WriteSessionControl(ctx, wire.SessionControl{Function: 0x42}); !errors.Is(err, wire.ErrUnknownFunctionCode) {
 		t.Fatalf("bad function: %v", err)
 	}
-	if err := s.WriteMessage(ctx, 53, []byte{0, 0, 0, 1}); !errors.Is(err, ErrUnexpectedPPID) {
+	if err := s.WriteMessage(ctx, 53, []byte{0, 0, 0, 1}); !errors.Is(err, wire.ErrUnexpectedPPID) {
 		t.Fatalf("PPID 53: %v", err)
 	}
-	wrong := SegmentChunk{SSN: 5, Segment: taggedSegment(0)}
-	if err := s.WriteMessage(ctx, PPIDSegment, wrong.Append(nil)); !errors.Is(err, ErrSSNOutOfOrder) {
+	wrong := wire.SegmentChunk{SSN: 5, Segment: taggedSegment(0)}
+	if err := s.WriteMessage(ctx, wire.PPIDSegment, wrong.Append(nil)); !errors.Is(err, ErrSSNOutOfOrder) {
 		t.Fatalf("wrong DDP-SSN: %v", err)
 	}
 	if s.NextSSN() != 0 {
 		t.Fatal("a refused write advanced the DDP-SSN")
 	}
-	ok := SegmentChunk{SSN: 0, Segment: taggedSegment(0)}
-	if err := s.WriteMessage(ctx, PPIDSegment, ok.Append(nil)); err != nil {
+	ok := wire.SegmentChunk{SSN: 0, Segment: taggedSegment(0)}
+	if err := s.WriteMessage(ctx, wire.PPIDSegment, ok.Append(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if s.NextSSN() != 1 {
@@ -632,7 +635,7 @@ func TestReadMessageContext(t *testing.T) {
 	if _, err := cs.WriteSegment(ctx, taggedSegment(2)); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := ss.ReadMessage(ctx, buf); err != nil || n != SSNLen+taggedHeaderLen+2 {
+	if n, _, err := ss.ReadMessage(ctx, buf); err != nil || n != wire.SSNLen+ddp.TaggedHeaderLen+2 {
 		t.Fatalf("n=%d err=%v", n, err)
 	}
 	// A short buffer keeps the message.
@@ -642,7 +645,7 @@ func TestReadMessageContext(t *testing.T) {
 	if _, _, err := ss.ReadMessage(ctx, buf[:10]); err == nil {
 		t.Fatal("short buffer accepted")
 	}
-	if n, _, err := ss.ReadMessage(ctx, buf); err != nil || n != SSNLen+taggedHeaderLen+50 {
+	if n, _, err := ss.ReadMessage(ctx, buf); err != nil || n != wire.SSNLen+ddp.TaggedHeaderLen+50 {
 		t.Fatalf("after short buffer: n=%d err=%v", n, err)
 	}
 	// AcceptStream honours its context too.

@@ -39,9 +39,10 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
-	"github.com/iwarpgo/iwarp/wasm/peer"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 type session struct {
@@ -196,7 +197,7 @@ func connect(a []js.Value) any {
 	if qp == 0 {
 		closeAll()
 	}
-	mulpdu := sctpddp.MaxDataChannelMULPDU
+	mulpdu := wire.MaxDataChannelMULPDU
 	if v := opts.Get("mulpdu"); v.Truthy() {
 		mulpdu = v.Int()
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
-	"github.com/iwarpgo/iwarp/wasm/peer"
 )
 
 // observeShown is how much of each region a watching page is shown: the

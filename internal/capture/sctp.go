@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
-	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // sctpDecoder collects the DDP traffic of SCTP packets.
@@ -29,8 +29,8 @@ func newSCTPDecoder() *sctpDecoder {
 func (d *sctpDecoder) packet(p pcapfile.Packet) {
 	sp, _ := pcapfile.DecodeSCTP(p.LinkType, p.Data) // the chunks before a malformed one count
 	for _, m := range d.asm.Add(p.Time, sp) {
-		ppid := sctpddp.PPID(m.PPID)
-		if ppid != sctpddp.PPIDSegment && ppid != sctpddp.PPIDSessionControl {
+		ppid := wire.PPID(m.PPID)
+		if ppid != wire.PPIDSegment && ppid != wire.PPIDSessionControl {
 			continue
 		}
 		from, to := m.Src.String(), m.Dst.String()
@@ -42,7 +42,7 @@ func (d *sctpDecoder) packet(p pcapfile.Packet) {
 	}
 }
 
-func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, ppid sctpddp.PPID, msg []byte) {
+func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, ppid wire.PPID, msg []byte) {
 	c, ok := d.conns[key]
 	if !ok {
 		c = len(d.conns) + 1
@@ -52,7 +52,7 @@ func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, 
 	r := Record{Time: t, Conn: c, Transport: "sctp", Src: from, Dst: to, Len: len(msg), order: d.order}
 	st := stream
 	r.SCTPStream = &st
-	if ppid == sctpddp.PPIDSessionControl {
+	if ppid == wire.PPIDSessionControl {
 		describeSessionControl(&r, msg)
 	} else {
 		describeSegmentChunk(&r, msg)
@@ -63,7 +63,7 @@ func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, 
 // describeSessionControl fills in a DDP Stream Session Control message's
 // fields and note.
 func describeSessionControl(r *Record, msg []byte) {
-	m, _, err := sctpddp.ParseSessionControl(msg)
+	m, _, err := wire.ParseSessionControl(msg)
 	if err != nil {
 		r.Kind, r.Note = KindError, fmt.Sprintf("DDP Stream Session Control message unreadable: %v", err)
 		return
@@ -71,25 +71,25 @@ func describeSessionControl(r *Record, msg []byte) {
 	ssn := uint16(m.SSN)
 	r.Kind, r.DDPSSN, r.Function = KindSessionControl, &ssn, m.Function.String()
 	r.Note = fmt.Sprintf("%s on DDP stream %d", m.Function, *r.SCTPStream)
-	if m.Function.Enhanced() && m.Function != sctpddp.FunctionTerminate {
+	if m.Function.Enhanced() && m.Function != wire.FunctionTerminate {
 		r.Note += fmt.Sprintf(" (RFC 6581: IRD %d, ORD %d)", m.Enhanced.IRD, m.Enhanced.ORD)
 	}
 	r.Note += fmt.Sprintf(", %d bytes of private data.", len(m.PrivateData))
 	switch m.Function {
-	case sctpddp.FunctionInitiate, sctpddp.FunctionEnhancedInitiate:
+	case wire.FunctionInitiate, wire.FunctionEnhancedInitiate:
 		r.Note += " The active side asks to start a DDP Stream Session."
-	case sctpddp.FunctionAccept, sctpddp.FunctionEnhancedAccept:
+	case wire.FunctionAccept, wire.FunctionEnhancedAccept:
 		r.Note += " The passive side accepts: DDP Segments may flow."
-	case sctpddp.FunctionReject, sctpddp.FunctionEnhancedReject:
+	case wire.FunctionReject, wire.FunctionEnhancedReject:
 		r.Note += " The passive side refuses the session."
-	case sctpddp.FunctionTerminate:
+	case wire.FunctionTerminate:
 		r.Note += " The session ends."
 	}
 }
 
 // describeSegmentChunk fills in a DDP Segment Chunk's fields and note.
 func describeSegmentChunk(r *Record, msg []byte) {
-	sc, _, err := sctpddp.ParseSegmentChunk(msg)
+	sc, _, err := wire.ParseSegmentChunk(msg)
 	if err != nil {
 		r.Kind, r.Note = KindError, fmt.Sprintf("DDP Segment chunk unreadable: %v", err)
 		return

@@ -10,8 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/mpa"
-	"github.com/iwarpgo/iwarp/wasm/peer"
 )
 
 // ticketLifetime is how long the page has to open its MPA WebSocket.

@@ -13,9 +13,10 @@ import (
 	"github.com/coder/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
-	"github.com/iwarpgo/iwarp/wasm/peer"
+	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
 )
 
 func (s *Server) tabGoPeer(id int) *goPeer {
@@ -43,7 +44,7 @@ func TestOfferWithThousandsOfCandidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	if _, err := sctpddp.CreateDataChannel(pc, 1, sctpddp.DataChannelConfig{}); err != nil {
+	if _, err := datachannel.Create(pc, 1, sctpddp.ChannelConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	offer, err := pc.CreateOffer(nil)

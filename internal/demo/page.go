@@ -12,9 +12,11 @@ import (
 	"github.com/coder/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
-	"github.com/iwarpgo/iwarp/wasm/peer"
+	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // PageOptions say how a Page connects to the Go peer.
@@ -49,7 +51,7 @@ type Page struct {
 }
 
 type pageStream struct {
-	*sctpddp.DataChannelStream
+	*datachannel.Stream
 	mulpdu int
 }
 
@@ -123,7 +125,7 @@ func (p *Page) connectDC(ctx context.Context, o PageOptions) error {
 	streams := max(o.Streams, 1)
 	mulpdu := o.MULPDU
 	if mulpdu == 0 {
-		mulpdu = sctpddp.MaxDataChannelMULPDU
+		mulpdu = wire.MaxDataChannelMULPDU
 	}
 	var se webrtc.SettingEngine
 	se.SetIncludeLoopbackCandidate(true)
@@ -133,9 +135,13 @@ func (p *Page) connectDC(ctx context.Context, o PageOptions) error {
 		return err
 	}
 	p.pc = pc
-	var chans []*sctpddp.DataChannelStream
+	create := datachannel.Create
+	if o.Ordered {
+		create = datachannel.CreateOrdered
+	}
+	var chans []*datachannel.Stream
 	for i := range streams {
-		st, err := sctpddp.CreateDataChannel(pc, streamID(i), sctpddp.DataChannelConfig{})
+		st, err := create(pc, streamID(i), sctpddp.ChannelConfig{})
 		if err != nil {
 			return err
 		}
@@ -172,9 +178,6 @@ func (p *Page) connectDC(ctx context.Context, o PageOptions) error {
 		q.Index = i
 		if _, err := q.Register("sink", 64, 0, "l"); err != nil {
 			return err
-		}
-		if !o.Ordered && !sendUnordered(ctx, st.DataChannel()) {
-			return errors.New("the page's data channel could not be made unordered")
 		}
 		sess, err := sctpddp.ConnectStream(ctx, pageStream{st, mulpdu}, q.QP, sctpddp.SessionConfig{Window: peer.Window})
 		if err != nil {

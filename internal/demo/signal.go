@@ -13,7 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/iwarpgo/iwarp/wasm/peer"
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 )
 
 // Message is one signaling message, in either direction; Type says which

@@ -13,8 +13,10 @@ import (
 	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/sctpddp"
-	"github.com/iwarpgo/iwarp/wasm/peer"
+	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // MaxStreams is the most DDP streams (queue pairs, each on its own data
@@ -28,7 +30,7 @@ const MaxStreams = 2
 // Its reads can be held for a while: the page's "hold" command, which
 // shows that one DDP stream waiting does not hold up another.
 type holdStream struct {
-	*sctpddp.DataChannelStream
+	*datachannel.Stream
 	mulpdu int
 
 	mu    sync.Mutex
@@ -37,8 +39,8 @@ type holdStream struct {
 	intr  chan struct{}
 }
 
-func newHoldStream(st *sctpddp.DataChannelStream, mulpdu int) *holdStream {
-	return &holdStream{DataChannelStream: st, mulpdu: mulpdu, wake: make(chan struct{}, 1), intr: make(chan struct{}, 1)}
+func newHoldStream(st *datachannel.Stream, mulpdu int) *holdStream {
+	return &holdStream{Stream: st, mulpdu: mulpdu, wake: make(chan struct{}, 1), intr: make(chan struct{}, 1)}
 }
 
 func (h *holdStream) MULPDU() int { return h.mulpdu }
@@ -59,14 +61,14 @@ func signal(c chan struct{}) {
 
 func (h *holdStream) InterruptRead() {
 	signal(h.intr)
-	h.DataChannelStream.InterruptRead()
+	h.Stream.InterruptRead()
 }
 
-func (h *holdStream) ReadMessage(ctx context.Context, buf []byte) (int, sctpddp.PPID, error) {
+func (h *holdStream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, error) {
 	if err := h.waitHold(ctx); err != nil {
 		return 0, 0, err
 	}
-	n, ppid, err := h.DataChannelStream.ReadMessage(ctx, buf)
+	n, ppid, err := h.Stream.ReadMessage(ctx, buf)
 	if err != nil {
 		return n, ppid, err
 	}
@@ -174,10 +176,10 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	}
 	mulpdu := m.MULPDU
 	if mulpdu == 0 {
-		mulpdu = sctpddp.MaxDataChannelMULPDU
+		mulpdu = wire.MaxDataChannelMULPDU
 	}
-	if mulpdu < peer.MinMULPDU || mulpdu > sctpddp.MaxDataChannelMULPDU {
-		return fmt.Errorf("MULPDU %d outside [%d, %d]", mulpdu, peer.MinMULPDU, sctpddp.MaxDataChannelMULPDU)
+	if mulpdu < peer.MinMULPDU || mulpdu > wire.MaxDataChannelMULPDU {
+		return fmt.Errorf("MULPDU %d outside [%d, %d]", mulpdu, peer.MinMULPDU, wire.MaxDataChannelMULPDU)
 	}
 	s.mu.Lock()
 	served := s.host
@@ -226,7 +228,7 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	}
 	var sessMu sync.Mutex
 	var sessions []*sctpddp.Session
-	var chans []*sctpddp.DataChannelStream
+	var chans []*datachannel.Stream
 	g.closers = []func(){
 		func() {
 			sessMu.Lock()
@@ -246,7 +248,7 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 		func() { _ = mux.Close(); _ = pl.Close(); pl.Wait() },
 	}
 	for i := range streams {
-		st, err := sctpddp.CreateDataChannel(pc, streamID(i), sctpddp.DataChannelConfig{})
+		st, err := datachannel.Create(pc, streamID(i), sctpddp.ChannelConfig{})
 		if err != nil {
 			return err
 		}
@@ -283,9 +285,6 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	for i, h := range g.holds {
 		p := g.peers[i]
 		g.go_(func() {
-			if !sendUnordered(g.ctx, h.DataChannel()) && g.ctx.Err() == nil {
-				g.report("Go peer: data channel %d sends ordered (pion's negotiated channels do)", h.ID())
-			}
 			req, err := sctpddp.ReadInitiate(g.ctx, h, 10*time.Second)
 			if err != nil {
 				g.report("the page's DDP Stream Session on data channel %d did not start: %v", h.ID(), err)

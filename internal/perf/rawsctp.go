@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // The raw SCTP baseline moves the same octets over an SCTP stream of an
@@ -54,10 +55,10 @@ func sctpRecv(s *sctpddp.Stream, n int, buf []byte) error {
 		if err != nil {
 			return err
 		}
-		if ppid != sctpddp.PPIDSegment || k < sctpddp.SSNLen {
+		if ppid != wire.PPIDSegment || k < wire.SSNLen {
 			return errSCTPMessage
 		}
-		got += k - sctpddp.SSNLen
+		got += k - wire.SSNLen
 	}
 	return nil
 }
@@ -69,9 +70,9 @@ func sctpRecvHeader(ctx context.Context, s *sctpddp.Stream, buf []byte) (RawHead
 	if err != nil {
 		return RawHeader{}, err
 	}
-	if ppid != sctpddp.PPIDSegment || k != sctpddp.SSNLen+RawHeaderLen {
+	if ppid != wire.PPIDSegment || k != wire.SSNLen+RawHeaderLen {
 		return RawHeader{}, ErrRawHeader
 	}
-	h, _, err := ParseRawHeader(buf[sctpddp.SSNLen:k])
+	h, _, err := ParseRawHeader(buf[wire.SSNLen:k])
 	return h, err
 }

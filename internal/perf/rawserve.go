@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
 // The raw listener serves only clients with a live perf connection: the
@@ -164,7 +165,7 @@ func (s *Server) serveRawSCTP(ctx context.Context, a *sctpddp.Association, cance
 	if err != nil {
 		return
 	}
-	var hb [sctpddp.SSNLen + RawHeaderLen]byte
+	var hb [wire.SSNLen + RawHeaderLen]byte
 	h, err := sctpRecvHeader(hctx, st, hb[:])
 	if err != nil {
 		return

@@ -1,4 +1,4 @@
-package sctpddp
+package wire
 
 import "testing"
 
@@ -38,10 +38,13 @@ func TestDataChannelPPID(t *testing.T) {
 		}
 	}
 	for c := 0; c < 256; c++ {
-		seg := SegmentChunk{SSN: 1, Segment: make([]byte, untaggedHeaderLen)}
+		seg := SegmentChunk{SSN: 1, Segment: make([]byte, 18)}
 		seg.Segment[0] = byte(c)
 		got := DataChannelPPID(seg.Append(nil))
-		if validDataChannelSegment(byte(c)) && got != PPIDSegment {
+		if framable := DataChannelFramable(seg.Segment); framable != (c&0x03 == 0x01) {
+			t.Errorf("DDP Control Field %#02x: framable %v", c, framable)
+		}
+		if DataChannelFramable(seg.Segment) && got != PPIDSegment {
 			t.Errorf("DDP Control Field %#02x reads as %v", c, got)
 		}
 		if (got == PPIDSessionControl) != (c == 0) {

@@ -1,8 +1,8 @@
-package sctpddp
+package wire
 
 import "errors"
 
-// Errors of the RFC 5043 codecs and transport. RFC 5043 defines no
+// Errors of the RFC 5043 codecs. RFC 5043 defines no
 // Terminate error codes of its own (RFC 6581 §8: "[RFC5043] does not define
 // any"), so malformed RFC 5043 framing is reported with these errors; where
 // RFC 6581 assigns a Terminate triple (IRD/ORD negotiation), the error is a
@@ -27,4 +27,8 @@ var (
 	ErrSegmentTooLarge = errors.New("sctpddp: DDP segment larger than MULPDU")
 	// ErrUnexpectedPPID: an SCTP message whose PPID is neither 16 nor 17.
 	ErrUnexpectedPPID = errors.New("sctpddp: payload protocol identifier is not 16 or 17")
+	// ErrDataChannelFraming: a DDP Segment whose DDP Version is not 01b,
+	// which a data channel's receiver could not tell from session control
+	// (DataChannelFramable).
+	ErrDataChannelFraming = errors.New("sctpddp: DDP Segment without DDP Version 01b cannot be framed on a data channel")
 )

@@ -1,4 +1,4 @@
-package sctpddp
+package wire
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package sctpddp
+package wire
 
 import "fmt"
 
@@ -37,8 +37,8 @@ func (p PPID) String() string {
 //	|                    Adaptation Indication                      |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
-// pion/sctp can neither send nor report this parameter, so this package
-// does not put it on the wire; see the package documentation.
+// pion/sctp can neither send nor report this parameter, so package sctpddp
+// does not put it on the wire (a deviation its documentation lists).
 const (
 	AdaptationLayerIndicationType uint16 = 0xC006     // parameter type
 	AdaptationIndicationDDP       uint32 = 0x00000001 // "DDP - 0x00000001"

@@ -1,8 +1,10 @@
-package sctpddp
+package wire
 
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/iwarpgo/iwarp/ddp"
 )
 
 // Lengths of the DDP Segment Chunk, RFC 5043 §5.2.2.
@@ -12,22 +14,12 @@ const (
 	// used by this adaptation layer include a DDP Source Sequence Number").
 	SSNLen = 2
 
-	// Minimum DDP Header lengths, RFC 5041 §4.2 (tagged, 112 bits) and
-	// §4.3 (untagged, 144 bits). A DDP Segment "includes a DDP Header and
-	// ULP Payload (if present)" (RFC 5043 §2), so it is never shorter than
-	// its header. They are repeated here so that this package does not
-	// depend on the DDP engine for framing.
-	taggedHeaderLen   = 14
-	untaggedHeaderLen = 18
-
 	// MinSegmentChunkLen is the shortest valid DDP Segment Chunk: a DDP-SSN
-	// and a tagged DDP Header with no payload.
-	MinSegmentChunkLen = SSNLen + taggedHeaderLen
+	// and a tagged DDP Header (RFC 5041 §4.2, 112 bits) with no payload. A
+	// DDP Segment "includes a DDP Header and ULP Payload (if present)" (RFC
+	// 5043 §2), so it is never shorter than its header.
+	MinSegmentChunkLen = SSNLen + ddp.TaggedHeaderLen
 )
-
-// ddpControlT is the T (tagged) flag of the DDP Control Field, the first
-// bit of a DDP Segment (RFC 5041 §4.1, Figure 3).
-const ddpControlT = 0x80
 
 // SegmentChunk is the user data of a DDP Segment Chunk, an SCTP DATA chunk
 // with PPID 16 (RFC 5043 §5.2.2):
@@ -64,17 +56,14 @@ func (c SegmentChunk) Append(b []byte) []byte {
 // whole of b is the chunk (one SCTP message is one chunk), so on success it
 // consumes len(b) bytes. It checks only the framing of RFC 5043: the
 // DDP-SSN is present and the DDP Segment is at least as long as the DDP
-// Header its T flag announces. The DDP Header itself is for DDP to check.
+// Header its T flag announces (CheckSegment). The DDP Header itself is for
+// DDP to check.
 func ParseSegmentChunk(b []byte) (SegmentChunk, int, error) {
-	if len(b) < SSNLen+1 {
+	if len(b) < SSNLen {
 		return SegmentChunk{}, 0, fmt.Errorf("%w: DDP Segment Chunk of %d bytes, need the 2-byte DDP-SSN and a DDP Header", ErrTruncated, len(b))
 	}
-	need := untaggedHeaderLen
-	if b[SSNLen]&ddpControlT != 0 {
-		need = taggedHeaderLen
-	}
-	if len(b)-SSNLen < need {
-		return SegmentChunk{}, 0, fmt.Errorf("%w: DDP Segment of %d bytes is shorter than its %d-byte DDP Header", ErrTruncated, len(b)-SSNLen, need)
+	if err := CheckSegment(b[SSNLen:]); err != nil {
+		return SegmentChunk{}, 0, err
 	}
 	return SegmentChunk{
 		SSN:     SSN(binary.BigEndian.Uint16(b)),
@@ -82,10 +71,24 @@ func ParseSegmentChunk(b []byte) (SegmentChunk, int, error) {
 	}, len(b), nil
 }
 
-// appendSegmentChunk appends the DDP Segment Chunk of a segment given as
-// its DDP header and payload slices (ddp.LLP's gather write) to b.
-func appendSegmentChunk(b []byte, ssn SSN, hdr []byte, payload [][]byte) []byte {
-	b = append(b, byte(ssn>>8), byte(ssn))
+// CheckSegment reports whether seg can be a DDP Segment: it is at least as
+// long as the DDP Header (tagged, RFC 5041 §4.2, or untagged, §4.3) that
+// the T flag of its DDP Control Field announces.
+func CheckSegment(seg []byte) error {
+	if len(seg) == 0 {
+		return fmt.Errorf("%w: empty DDP Segment, need a DDP Header", ErrTruncated)
+	}
+	if need := ddp.Control(seg[0]).HeaderLen(); len(seg) < need {
+		return fmt.Errorf("%w: DDP Segment of %d bytes is shorter than its %d-byte DDP Header", ErrTruncated, len(seg), need)
+	}
+	return nil
+}
+
+// AppendSegmentv appends the DDP Segment Chunk of a segment given as its
+// DDP Header and payload slices (ddp.LLP's gather write) to b: the
+// DDP-SSN, then hdr and each payload slice.
+func AppendSegmentv(b []byte, ssn SSN, hdr []byte, payload [][]byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(ssn))
 	b = append(b, hdr...)
 	for _, p := range payload {
 		b = append(b, p...)
@@ -93,8 +96,9 @@ func appendSegmentChunk(b []byte, ssn SSN, hdr []byte, payload [][]byte) []byte 
 	return b
 }
 
-// segmentLen is the length of a segment given as header and payload.
-func segmentLen(hdr []byte, payload [][]byte) int {
+// SegmentLen returns the length of a DDP Segment given as its DDP Header
+// and payload slices.
+func SegmentLen(hdr []byte, payload [][]byte) int {
 	n := len(hdr)
 	for _, p := range payload {
 		n += len(p)

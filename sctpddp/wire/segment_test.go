@@ -1,4 +1,4 @@
-package sctpddp
+package wire
 
 import (
 	"bytes"
@@ -80,11 +80,11 @@ func TestSegmentChunkRoundTrip(t *testing.T) {
 // the DDP Header its T flag announces is rejected, and every longer prefix
 // is a shorter (valid-looking) segment that is consumed whole.
 func TestSegmentChunkTruncated(t *testing.T) {
-	for _, wire := range [][]byte{goldenTaggedChunk, goldenUntaggedChunk} {
-		hdr := SSNLen + untaggedHeaderLen
-		if wire[2]&ddpControlT != 0 {
-			hdr = SSNLen + taggedHeaderLen
-		}
+	for _, g := range []struct {
+		wire []byte
+		hdr  int // DDP-SSN and the DDP Header: RFC 5041 §4.2's 112 bits, §4.3's 144
+	}{{goldenTaggedChunk, 2 + 14}, {goldenUntaggedChunk, 2 + 18}} {
+		wire, hdr := g.wire, g.hdr
 		for i := 0; i < len(wire); i++ {
 			c, n, err := ParseSegmentChunk(wire[:i])
 			if i < hdr {

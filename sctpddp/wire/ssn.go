@@ -1,4 +1,4 @@
-package sctpddp
+package wire
 
 // SSN is a DDP Source Sequence Number (DDP-SSN), RFC 5043 §5.2.1: "A
 // stream-specific sequence number assigned by the adaptation layer for each

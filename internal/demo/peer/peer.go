@@ -20,7 +20,7 @@ import (
 	"sync"
 
 	"github.com/iwarpgo/iwarp/rdmap"
-	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 )
@@ -37,7 +37,7 @@ const (
 // RDMA Read Request (an 18-octet untagged DDP header and the 28-octet
 // Read Request Header, RFC 5040 §4.4) fits in one segment.
 //
-// This is below RFC 5043 §9's floor (sctpddp.MinMULPDU, 516 octets) on
+// This is below RFC 5043 §9's floor (wire.MinMULPDU, 516 octets) on
 // purpose: a demo that cuts a 13-octet Write into several segments shows
 // segmentation and out-of-order placement on a grid a person can read.
 // Both ends of a demo stream use the same MULPDU, as the session layer
@@ -51,7 +51,7 @@ const MinMULPDU = 48
 // the demo's Go peer terminate a browser's burst of small Writes under
 // CPU load: one lost chunk, retransmitted late, was overtaken by some
 // 600.) 32768 slots cost about 2 MB per queue pair.
-const Window = sctpddp.MaxInFlight + 1
+const Window = wire.MaxInFlight + 1
 
 // Region describes one registered memory region.
 type Region struct {
