@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"time"
 
 	"github.com/iwarpgo/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -97,6 +96,3 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Cl
 	}
 	return nil
 }
-
-// closeTimeout bounds the drain of a perf connection's queue pair.
-const closeTimeout = 2 * time.Second

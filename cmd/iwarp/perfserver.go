@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
 
@@ -39,21 +40,16 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 		if err != nil {
 			break
 		}
-		sc, err := srv.Admit(p.peer)
-		if err != nil {
-			p.reject()
-			fmt.Fprintf(stderr, "iwarp perf: refused %s: %v\n", p.peer, err)
-			continue
-		}
-		c, err := p.accept(sc.QueuePair())
-		if err != nil {
-			sc.Abort()
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := sc.Serve(ctx)
+			err := srv.Handle(ctx, p.peer, func(qp *rdmap.QueuePair) (func(context.Context), error) {
+				c, err := p.accept(qp)
+				if err != nil {
+					return nil, err
+				}
+				return c.close, nil
+			}, p.reject)
 			var refused *perf.RefusedError
 			switch {
 			case errors.As(err, &refused):
@@ -61,9 +57,6 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 			case err != nil && ctx.Err() == nil:
 				fmt.Fprintf(stderr, "iwarp perf: client %s: %v\n", p.peer, err)
 			}
-			closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-			c.close(closeCtx)
-			cancel()
 		}()
 	}
 	l.Close()
@@ -91,11 +84,7 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Ser
 		}()
 		return uint16(ln.Addr().(*net.TCPAddr).Port), nil
 	}
-	cfg := *l.sctpConfig
-	cfg.Trace = nil
-	lim := srv.Limits()
-	cfg.MaxAssociations, cfg.MaxAssociationsPerPeer = lim.MaxConns, lim.MaxConnsPerPeer
-	sl, err := sctpddp.Listen(ctx, "udp", addr, &cfg)
+	sl, err := sctpddp.Listen(ctx, "udp", addr, srv.RawSCTPConfig(*l.sctpConfig))
 	if err != nil {
 		return 0, err
 	}

@@ -18,13 +18,11 @@ import (
 // testServer is a perf server over the iwarp package's listener, with its
 // raw listener, until the test ends.
 type testServer struct {
-	srv *Server
-	url string
-	raw net.Addr
-	// refusedAtLimit counts connections rejected by Admit's error.
-	mu      sync.Mutex
-	errs    []error
-	rejects int
+	srv  *Server
+	url  string
+	raw  net.Addr
+	mu   sync.Mutex
+	errs []error // what Handle returned
 }
 
 func startServer(t *testing.T, scheme string, lim Limits) *testServer {
@@ -54,9 +52,7 @@ func startServer(t *testing.T, scheme string, lim Limits) *testServer {
 			ts.srv.ServeRawTCP(ctx, ln)
 		}()
 	} else {
-		rc := *sctpCfg
-		rc.MaxAssociations, rc.MaxAssociationsPerPeer = ts.srv.lim.MaxConns, ts.srv.lim.MaxConnsPerPeer
-		sl, err := sctpddp.Listen(ctx, "udp", "127.0.0.1:0", &rc)
+		sl, err := sctpddp.Listen(ctx, "udp", "127.0.0.1:0", ts.srv.RawSCTPConfig(*sctpCfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,29 +75,19 @@ func startServer(t *testing.T, scheme string, lim Limits) *testServer {
 			if err != nil {
 				return
 			}
-			sc, err := ts.srv.Admit(req.RemoteAddr().String())
-			if err != nil {
-				req.Reject(nil)
-				ts.mu.Lock()
-				ts.rejects++
-				ts.mu.Unlock()
-				continue
-			}
-			conn, err := req.Accept(sc.QueuePair(), nil)
-			if err != nil {
-				sc.Abort()
-				continue
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := sc.Serve(ctx)
+				err := ts.srv.Handle(ctx, req.RemoteAddr().String(), func(qp *rdmap.QueuePair) (func(context.Context), error) {
+					conn, err := req.Accept(qp, nil)
+					if err != nil {
+						return nil, err
+					}
+					return func(ctx context.Context) { conn.Close(ctx) }, nil
+				}, func() { req.Reject(nil) })
 				ts.mu.Lock()
 				ts.errs = append(ts.errs, err)
 				ts.mu.Unlock()
-				cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
-				conn.Close(cctx)
-				ccancel()
 			}()
 		}
 	}()

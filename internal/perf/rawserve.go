@@ -122,6 +122,15 @@ func serveRPC(r *msgReader, w *msgWriter, count int) error {
 	return nil
 }
 
+// RawSCTPConfig returns the configuration of the raw SCTP listener: the
+// perf listener's (the same DTLS, MTU and tuning), with the perf server's
+// connection limits on its associations.
+func (s *Server) RawSCTPConfig(perf sctpddp.Config) *sctpddp.Config {
+	perf.Trace = nil
+	perf.MaxAssociations, perf.MaxAssociationsPerPeer = s.lim.MaxConns, s.lim.MaxConnsPerPeer
+	return &perf
+}
+
 // ServeRawSCTP serves raw transfers over SCTP, one per association, on l
 // until ctx ends or l is closed. l's own limits (sctpddp.Config's
 // MaxAssociations, MaxAssociationsPerPeer, the handshake's) apply to the

@@ -141,6 +141,30 @@ func (s *Server) Admit(peer string) (*ServerConn, error) {
 	return c, nil
 }
 
+// Handle serves one connection request from peer (host:port): it admits
+// it (Admit), has accept start the queue pair on the transport (accept
+// returns how to close the connection), serves it (Serve) and closes it.
+// A request the server does not take at all is given to reject. It
+// returns when the connection has ended, with Serve's error (a
+// *RefusedError for a client told why), Admit's, or accept's.
+func (s *Server) Handle(ctx context.Context, peer string, accept func(*rdmap.QueuePair) (func(context.Context), error), reject func()) error {
+	c, err := s.Admit(peer)
+	if err != nil {
+		reject()
+		return err
+	}
+	closeConn, err := accept(c.QueuePair())
+	if err != nil {
+		c.Abort()
+		return err
+	}
+	err = c.Serve(ctx)
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	closeConn(cctx)
+	cancel()
+	return err
+}
+
 // QueuePair returns the queue pair for the transport to start.
 func (c *ServerConn) QueuePair() *rdmap.QueuePair { return c.qp }
 
