@@ -273,14 +273,7 @@ func (a *Association) Err() error {
 	}
 }
 
-func (a *Association) isClosed() bool {
-	select {
-	case <-a.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (a *Association) isClosed() bool { return a.Err() != nil }
 
 // Shutdown ends the association gracefully (SCTP SHUTDOWN: data queued is
 // delivered first), then closes it. If ctx ends first, it closes at once.

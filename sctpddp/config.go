@@ -289,15 +289,24 @@ func (c *Config) settings() (*settings, error) {
 	if s.HandshakeTimeout <= 0 {
 		s.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	s.MaxHandshakes = positive(s.MaxHandshakes, DefaultMaxHandshakes)
-	s.MaxHandshakesPerPeer = positive(s.MaxHandshakesPerPeer, DefaultMaxHandshakesPerPeer)
-	s.MaxAssociations = positive(s.MaxAssociations, DefaultMaxAssociations)
-	s.MaxAssociationsPerPeer = positive(s.MaxAssociationsPerPeer, DefaultMaxAssociationsPerPeer)
-	s.MaxSessions = positive(s.MaxSessions, DefaultMaxSessions)
-	s.MaxPeerSessions = positive(s.MaxPeerSessions, DefaultMaxPeerSessions)
-	s.MaxListenerSessions = positive(s.MaxListenerSessions, DefaultMaxListenerSessions)
-	s.MaxPendingSessions = positive(s.MaxPendingSessions, DefaultPendingSessions)
-	s.MaxStreams = positive(s.MaxStreams, DefaultMaxStreams)
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{
+		{&s.MaxHandshakes, DefaultMaxHandshakes},
+		{&s.MaxHandshakesPerPeer, DefaultMaxHandshakesPerPeer},
+		{&s.MaxAssociations, DefaultMaxAssociations},
+		{&s.MaxAssociationsPerPeer, DefaultMaxAssociationsPerPeer},
+		{&s.MaxSessions, DefaultMaxSessions},
+		{&s.MaxPeerSessions, DefaultMaxPeerSessions},
+		{&s.MaxListenerSessions, DefaultMaxListenerSessions},
+		{&s.MaxPendingSessions, DefaultPendingSessions},
+		{&s.MaxStreams, DefaultMaxStreams},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.def // 0 (or less) takes the default
+		}
+	}
 	if s.AcceptTimeout <= 0 {
 		s.AcceptTimeout = DefaultAcceptTimeout
 	}
@@ -332,14 +341,6 @@ func (s *settings) verifyPinned(rawCerts [][]byte) error {
 		}
 	}
 	return fmt.Errorf("%w: peer presented %s", ErrFingerprintMismatch, got)
-}
-
-// positive returns v, or def if v is not positive.
-func positive(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // authFailure records why our own verification refused the peer, so that

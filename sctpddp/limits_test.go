@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -23,37 +22,6 @@ import (
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
 )
-
-// usage is a process's heap and goroutines at one moment.
-type usage struct {
-	heap       uint64 // HeapInuse after a GC
-	goroutines int
-}
-
-func measure() usage {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return usage{ms.HeapInuse, runtime.NumGoroutine()}
-}
-
-func (u usage) String() string {
-	return fmt.Sprintf("heap in use %.1f MiB, %d goroutines", float64(u.heap)/(1<<20), u.goroutines)
-}
-
-// settle waits until the goroutines are back to at most n (pion's loops
-// end shortly after their associations close) and returns the usage then.
-func settle(t *testing.T, n int) usage {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		u := measure()
-		if u.goroutines <= n || time.Now().After(deadline) {
-			return u
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // listenT listens on loopback with cfg until the test ends.
 func listenT(t *testing.T, cfg *Config) *Listener {

@@ -66,10 +66,8 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 		// it has accepted).
 		ird, ord := ep.ReadLimits()
 		out, newORD := ddp.Answer(*e, ird, ord, nil)
-		if newORD != ord {
-			if err := ep.SetORD(newORD); err != nil {
-				return nil, err
-			}
+		if err := setORD(ep, ord, newORD); err != nil {
+			return nil, err
 		}
 		reply = wire.SessionControl{Function: wire.FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
 	}

@@ -158,14 +158,6 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-func newSession(st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
-	if err := ep.Stream().SetWindow(cfg.window()); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Session{st: st, mulpdu: st.MULPDU(), ep: ep, cfg: cfg, done: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
-}
-
 // start makes the endpoint send over the session and starts reading.
 func (s *Session) start() error {
 	// Counted before the endpoint starts: from then on its Close may
@@ -181,16 +173,12 @@ func (s *Session) start() error {
 	return nil
 }
 
-// watch ends the session once the endpoint has stopped on an error and
-// handed its Terminate to the session: "Note that this would follow any
-// RDMAP Terminate message" (§6.2).
-func (s *Session) watch() {
-	defer s.wg.Done()
-	select {
-	case <-s.ep.Terminated():
-		go s.Close()
-	case <-s.done:
+func newSession(st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
+	if err := ep.Stream().SetWindow(cfg.window()); err != nil {
+		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{st: st, mulpdu: st.MULPDU(), ep: ep, cfg: cfg, done: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
 }
 
 // readLoop is the receive side: one goroutine per session.
@@ -257,6 +245,18 @@ func (s *Session) readLoop() {
 			s.end(ds, fmt.Errorf("%w: %w", ddp.ErrDisconnected, ErrSessionTerminated))
 			return
 		}
+	}
+}
+
+// watch ends the session once the endpoint has stopped on an error and
+// handed its Terminate to the session: "Note that this would follow any
+// RDMAP Terminate message" (§6.2).
+func (s *Session) watch() {
+	defer s.wg.Done()
+	select {
+	case <-s.ep.Terminated():
+		go s.Close()
+	case <-s.done:
 	}
 }
 
@@ -374,10 +374,8 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		if err != nil && !errors.As(err, &fail) {
 			return nil, fmt.Errorf("%w: %v", ErrIllegalSequence, err)
 		}
-		if newORD != ord {
-			if err := ep.SetORD(newORD); err != nil {
-				return nil, err
-			}
+		if err := setORD(ep, ord, newORD); err != nil {
+			return nil, err
 		}
 	} else if !cfg.Basic {
 		return nil, fmt.Errorf("%w: a basic Accept answered an enhanced Initiate", ErrIllegalSequence)
@@ -386,14 +384,29 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		return nil, err
 	}
 	if fail != nil {
-		// "If the initiator does not have sufficient resources for the
-		// required IRD, it MUST send a TERM message to the responder
-		// indicating insufficient resources ... Layer 2, Error Type 0,
-		// Error Code 6."
-		ep.Stream().Fail(fail)
-		<-ep.Terminated()
-		s.Close()
-		return nil, fail
+		return nil, s.abort(fail)
 	}
 	return s, nil
+}
+
+// abort ends a session that has just started because this end cannot
+// meet the responder's IRD (RFC 6581 §9.1): "If the initiator does not
+// have sufficient resources for the required IRD, it MUST send a TERM
+// message to the responder indicating insufficient resources ... Layer 2,
+// Error Type 0, Error Code 6." The endpoint sends that Terminate; the
+// session then closes, and abort returns fail.
+func (s *Session) abort(fail *term.Error) error {
+	s.ep.Stream().Fail(fail)
+	<-s.ep.Terminated()
+	s.Close()
+	return fail
+}
+
+// setORD lowers the endpoint's ORD to what the negotiation settled on
+// (RFC 6581 §9.1), if it changed.
+func setORD(ep ddp.Endpoint, ord, newORD int) error {
+	if newORD == ord {
+		return nil
+	}
+	return ep.SetORD(newORD)
 }

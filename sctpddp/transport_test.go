@@ -5,15 +5,11 @@ package sctpddp
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
-	"math/big"
 	"net"
 	"runtime"
 	"strings"
@@ -323,36 +319,28 @@ func TestPSK(t *testing.T) {
 	}
 }
 
-// testCA makes a CA and a certificate for name signed by it.
+// testCA makes a CA and a certificate for each name signed by it.
 func testCA(t *testing.T, names ...string) (*x509.CertPool, []tls.Certificate) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := issueCertificate(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, KeyUsage: x509.KeyUsageCertSign,
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AddCert(ca.Leaf)
 	var certs []tls.Certificate
-	for i, name := range names {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	for _, name := range names {
+		c, err := issueCertificate(&x509.Certificate{
+			Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
 			KeyUsage:    x509.KeyUsageDigitalSignature,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		}, &ca)
 		if err != nil {
 			t.Fatal(err)
 		}
-		certs = append(certs, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+		certs = append(certs, c)
 	}
 	return pool, certs
 }
