@@ -53,7 +53,8 @@ const MaxSize = 8 << 20
 
 // ConnOverhead is what a connection is counted for before its hello: its
 // queue pair, completion queues, control buffers and transport buffers
-// (measured about 0.3 MiB for an idle MPA connection: TestPerfServerMemory).
+// (an idle MPA connection measured about 0.3 MiB, both ends together:
+// TestPerfServerMemory).
 const ConnOverhead = 1 << 20
 
 func (l Limits) withDefaults() Limits {

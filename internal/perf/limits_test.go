@@ -356,3 +356,31 @@ func TestPerfRawListenerLimits(t *testing.T) {
 	}
 	wellBehaved(t, ts)
 }
+
+// TestPerfServerMemory: what an admitted connection costs the server
+// before its hello is within ConnOverhead, what it is counted for.
+func TestPerfServerMemory(t *testing.T) {
+	ts := startServer(t, "tcp", Limits{MaxConnsPerPeer: 16})
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	const n = 8
+	for range n {
+		a, err := dialAttacker(t, ts, "127.0.0.2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := a.ask(t, Ctl{Type: CtlHello, Op: OpWrite, Size: 8, N: 1, BufLen: CtlLen}); err != nil || m.Type != CtlAdvert {
+			t.Fatalf("%+v, %v", m, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	// Both ends are in this process: half of the growth is the server's,
+	// at most; count it all.
+	per := (int64(ms1.HeapInuse) - int64(ms0.HeapInuse)) / n
+	t.Logf("%d KiB of heap per connection, both ends", per>>10)
+	if per > ConnOverhead {
+		t.Errorf("a connection costs %d KiB, more than the %d KiB it is counted for", per>>10, ConnOverhead>>10)
+	}
+}
