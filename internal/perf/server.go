@@ -69,6 +69,7 @@ type ServerConn struct {
 	ctl      *rdmap.MemoryRegion
 	regions  []*rdmap.MemoryRegion
 	activity atomic.Uint64 // segments placed or sent
+	replies  uint64        // control Sends posted (Serve's goroutine)
 
 	// What the hello was granted.
 	hello   Ctl
@@ -481,11 +482,11 @@ func (c *ServerConn) allocate(m Ctl) error {
 	return nil
 }
 
-// reply posts a control message.
-var replyID atomic.Uint64
-
+// reply posts a control message. Only Serve's goroutine calls it: the
+// control region's octets are taken when the Send is posted (inline).
 func (c *ServerConn) reply(m Ctl) error {
-	return sendCtl(c.qp, c.ctl, ctlWRID+replyID.Add(1), m)
+	c.replies++
+	return sendCtl(c.qp, c.ctl, ctlWRID+c.replies, m)
 }
 
 // answerData handles a data Send: it returns credits (bandwidth), echoes
