@@ -76,8 +76,8 @@
 // # Limits
 //
 // Every resource a remote peer can make this package hold has a limit, a
-// deadline and a fair refusal (docs/security.md lists them with their
-// defaults): a Listener demultiplexes its UDP socket itself, creates state
+// deadline and a fair refusal (the project's security notes list them
+// with their defaults): a Listener demultiplexes its UDP socket itself, creates state
 // only for a datagram that is a DTLS ClientHello, and caps the DTLS
 // handshakes in progress in all and per peer, evicting those whose peer
 // has not answered the cookie exchange (which a spoofed source cannot) to
