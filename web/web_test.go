@@ -94,3 +94,25 @@ func TestWasmUpToDate(t *testing.T) {
 		t.Errorf("the browser peer is not embedded")
 	}
 }
+
+// TestWasmLinksNoPion: the browser peer drives the browser's own
+// RTCDataChannel and needs none of pion's WebRTC, SCTP or DTLS; sctpddp
+// keeps them in files the js/wasm build leaves out, and this keeps it so.
+func TestWasmLinksNoPion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := goCmd(ctx, "", "list", "-deps", WasmPackage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := false
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/pion/") {
+			t.Errorf("the browser peer links %s", p)
+		}
+		sessions = sessions || p == "github.com/iwarpgo/iwarp/sctpddp"
+	}
+	if !sessions {
+		t.Errorf("the browser peer does not link sctpddp's sessions:\n%s", out)
+	}
+}
