@@ -18,14 +18,14 @@ require (
 	github.com/pion/dtls/v3 v3.1.15
 	github.com/pion/ice/v4 v4.4.2
 	github.com/pion/logging v0.2.4
-	github.com/pion/sctp v1.11.3
-	github.com/pion/transport/v5 v5.0.1
+	github.com/pion/sctp v1.12.1
+	github.com/pion/transport/v5 v5.1.4
 	github.com/pion/webrtc/v4 v4.2.20
 )
 
 require (
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/pion/datachannel v1.6.2 // indirect
+	github.com/pion/datachannel v1.6.4 // indirect
 	github.com/pion/interceptor v0.1.48 // indirect
 	github.com/pion/mdns/v2 v2.2.0 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
@@ -42,10 +42,3 @@ require (
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )
-
-// pion/datachannel v1.6.2 leaves a negotiated data channel ordered (its
-// reliability parameters are committed only on a DCEP ACK, which a
-// negotiated channel never gets), against RFC 5043 §10's U flag on every
-// DATA chunk: third_party/pion-datachannel is v1.6.2 with that fixed (its
-// IWARP.md says what and why).
-replace github.com/pion/datachannel => ./third_party/pion-datachannel
