@@ -10,12 +10,16 @@ import (
 )
 
 // Reader buffer sizes: a Reader starts with minBuffer octets, which hold
-// many small FPDUs per read, and grows once to twice the longest FPDU it
-// has to hold whole (at most one of 65535 octets of ULPDU and its
-// Markers: about 130 KiB).
+// many small FPDUs per read, and grows to twice the longest FPDU it has to
+// hold whole (at most one of 65535 octets of ULPDU and its Markers: about
+// 130 KiB). While the peer streams (a read fills all the room there is)
+// it doubles, up to streamBuffer, so that a bulk transfer takes many
+// FPDUs per read system call, as a plain TCP reader of large buffers
+// does (docs/performance.md).
 const (
-	minBuffer = 32 << 10
-	maxBuffer = 2 * (LengthFieldLen + MaxULPDU + 3 + CRCLen + maxMarkersPerFPDU*MarkerLen)
+	minBuffer    = 32 << 10
+	maxBuffer    = 2 * (LengthFieldLen + MaxULPDU + 3 + CRCLen + maxMarkersPerFPDU*MarkerLen)
+	streamBuffer = 1 << 20
 )
 
 // maxEmptyReads is how many (0, nil) results from the underlying reader in
@@ -38,8 +42,9 @@ const maxEmptyReads = 100
 // pass or deliver any additional FPDUs on that half connection." (RFC
 // 5044 §8)
 //
-// A Reader allocates its buffer once (and grows it once for long FPDUs),
-// and nothing per FPDU. It is not safe for concurrent use.
+// A Reader allocates its buffer once and grows it a few times (for long
+// FPDUs, and up to 1 MiB while the peer streams), and allocates nothing
+// per FPDU. It is not safe for concurrent use.
 type Reader struct {
 	r    io.Reader
 	opts Options
@@ -51,6 +56,9 @@ type Reader struct {
 	pos     uint64
 	scratch []byte // the ULPDU of an FPDU with Markers, Markers taken out
 	err     error  // sticky: returned by every call once set
+	// streaming says the last read filled all the room there was: the
+	// buffer grows at the next fill, up to streamBuffer.
+	streaming bool
 
 	// partial bounds how long an FPDU may stay incomplete once its first
 	// octet has arrived (SetPartialTimeout); dl sets the read deadline.
@@ -162,8 +170,13 @@ func (r *Reader) fill(need int) error {
 	if r.wr-r.rd >= need {
 		return nil
 	}
-	if need > len(r.buf) {
-		b := make([]byte, min(max(2*need, len(r.buf)), maxBuffer))
+	if need > len(r.buf) || (r.streaming && len(r.buf) < streamBuffer) {
+		size := min(max(2*need, len(r.buf)), maxBuffer)
+		if r.streaming {
+			size = min(2*len(r.buf), streamBuffer)
+			r.streaming = false
+		}
+		b := make([]byte, max(size, need))
 		r.wr = copy(b, r.buf[r.rd:r.wr])
 		r.rd, r.buf = 0, b
 	} else if r.rd+need > len(r.buf) {
@@ -176,10 +189,13 @@ func (r *Reader) fill(need int) error {
 			r.armed = true
 			r.dl.SetReadDeadline(time.Now().Add(r.partial))
 		}
+		room := len(r.buf) - r.wr
 		n, err := r.r.Read(r.buf[r.wr:])
-		if n < 0 || n > len(r.buf)-r.wr {
+		if n < 0 || n > room {
 			err, n = errors.New("mpa: underlying reader returned an invalid count"), 0
 		}
+		// A read that takes all the room there is says more is waiting.
+		r.streaming = n == room && room >= minBuffer/2
 		r.wr += n
 		if r.wr-r.rd >= need {
 			return nil
