@@ -919,10 +919,13 @@ func soakSessions(t *testing.T, hold time.Duration) *soakRow {
 	var wg sync.WaitGroup
 	// More workers than the associations serve allows a peer (16): the
 	// rest are refused, and take an association's place when one ends.
-	for range 20 {
+	// They start 100 ms apart: twenty handshakes at once from one address
+	// exceed its handshake limit (8), and most would be evicted.
+	for k := range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			time.Sleep(time.Duration(k) * 100 * time.Millisecond)
 			for attempts.Load() < n && ctx.Err() == nil {
 				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 				a, err := sctpddp.Dial(dctx, "udp", addr, soakSCTPConfig())
