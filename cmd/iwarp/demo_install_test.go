@@ -79,7 +79,7 @@ func TestDemoGoInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	var stderr syncWriter // written by exec's copying goroutine while the test reads it
 	demo.Stderr = &stderr
 	if err := demo.Start(); err != nil {
 		t.Fatal(err)
