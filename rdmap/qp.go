@@ -122,8 +122,11 @@ type QueuePair struct {
 
 	mu         sync.Mutex // guards the fields below
 	state      State
-	sq         []*sqEntry // posted and not yet completed, in posting order
-	sqBase     []*sqEntry // sq's array, SendDepth long
+	sq         []*sqEntry  // posted and not yet completed, in posting order
+	sqBase     []*sqEntry  // sq's array, SendDepth long
+	spare      []*sqEntry  // entries completed and reported, for the next posts
+	recvOne    [][1][]byte // the SGLs of one-element receives, used in turn (PostRecv)
+	recvNext   int
 	started    int        // sq[:started] have been started; the rest wait for the send goroutine
 	queued     []response // Read and Atomic Responses waiting to be sent, in Request order
 	reads      []*sqEntry // RDMA Reads whose Request was sent, oldest first
@@ -254,6 +257,8 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	qp.stream = s
 	qp.sqBase = make([]*sqEntry, 0, cfg.SendDepth)
 	qp.sq = qp.sqBase
+	qp.spare = make([]*sqEntry, 0, cfg.SendDepth)
+	qp.recvOne = make([][1][]byte, 2*cfg.RecvDepth)
 	cfg.RecvCQ.attach(qp, true)
 	cfg.SendCQ.attach(qp, false)
 	pd.dev.mu.Lock()
@@ -372,7 +377,7 @@ func (qp *QueuePair) PostSend(wr SendWR) error {
 	if wr.WithImm {
 		return qp.postImmediate(wr)
 	}
-	e := &sqEntry{}
+	e := qp.newEntry()
 	sgl, n, err := qp.resolveInto(e.sglBuf[:0], wr.SGL, 0)
 	if err != nil {
 		return err
@@ -397,7 +402,7 @@ func (qp *QueuePair) PostSend(wr SendWR) error {
 
 // PostWrite posts an RDMA Write.
 func (qp *QueuePair) PostWrite(wr WriteWR) error {
-	e := &sqEntry{}
+	e := qp.newEntry()
 	sgl, n, err := qp.resolveInto(e.sglBuf[:0], wr.SGL, 0)
 	if err != nil {
 		return err
@@ -438,7 +443,8 @@ func (qp *QueuePair) PostRead(wr ReadWR) error {
 		SinkSTag: mr.stag, SinkTO: mr.base + wr.Local.Offset, RDMARDSZ: wr.Local.Length,
 		SrcSTag: wr.RemoteSTag, SrcTO: wr.RemoteTO,
 	}
-	e := &sqEntry{id: wr.ID, kind: kindRead, op: OpReadRequest, n: uint64(len(sink)), stag: wr.RemoteSTag, to: wr.RemoteTO,
+	e := qp.newEntry()
+	*e = sqEntry{id: wr.ID, kind: kindRead, op: OpReadRequest, n: uint64(len(sink)), stag: wr.RemoteSTag, to: wr.RemoteTO,
 		sinkSTag: mr.stag, signaled: !wr.Unsignaled, fence: wr.Fence}
 	rr.Append(e.wire[:0])
 	return qp.post(e)
@@ -458,7 +464,8 @@ func (qp *QueuePair) postImmediate(wr SendWR) error {
 	if wr.Solicited {
 		op = OpImmediateSE
 	}
-	e := &sqEntry{id: wr.ID, kind: kindSend, op: op, signaled: !wr.Unsignaled, fence: wr.Fence}
+	e := qp.newEntry()
+	*e = sqEntry{id: wr.ID, kind: kindSend, op: op, signaled: !wr.Unsignaled, fence: wr.Fence}
 	(&ImmediateData{Data: wr.Imm}).Append(e.wire[:0])
 	return qp.post(e)
 }
@@ -497,7 +504,8 @@ func (qp *QueuePair) PostAtomic(wr AtomicWR) error {
 	// message, and it is reflected back to the Local Peer in the Atomic
 	// Operation Response message." (§5.2.1)
 	req.ReqID = qp.reqID.Add(1)
-	e := &sqEntry{id: wr.ID, kind: kindAtomic, op: OpAtomicRequest, n: 8, stag: wr.RemoteSTag, to: wr.RemoteTO,
+	e := qp.newEntry()
+	*e = sqEntry{id: wr.ID, kind: kindAtomic, op: OpAtomicRequest, n: 8, stag: wr.RemoteSTag, to: wr.RemoteTO,
 		aop: wr.Op, reqID: req.ReqID, signaled: !wr.Unsignaled, fence: wr.Fence}
 	e.sglBuf[0] = local
 	e.sgl = e.sglBuf[:]
@@ -607,7 +615,16 @@ func (qp *QueuePair) PostRecv(wr RecvWR) error {
 	if qp.cfg.SRQ != nil {
 		return errors.New("rdmap: this queue pair receives from a shared receive queue; post there")
 	}
-	sgl, _, err := qp.resolve(wr.SGL, LocalWrite)
+	var one []byte
+	var sgl [][]byte
+	var err error
+	if len(wr.SGL) == 1 {
+		if one, err = qp.resolveOne(wr.SGL[0], LocalWrite); err != nil {
+			err = fmt.Errorf("SGE 0: %w", err)
+		}
+	} else {
+		sgl, _, err = qp.resolve(wr.SGL, LocalWrite)
+	}
 	if err != nil {
 		return err
 	}
@@ -619,11 +636,25 @@ func (qp *QueuePair) PostRecv(wr RecvWR) error {
 	if qp.stream.Posted(QNSend) >= qp.cfg.RecvDepth {
 		return fmt.Errorf("%w: %d receives posted", ErrRecvQueue, qp.cfg.RecvDepth)
 	}
+	if sgl == nil {
+		// A one-element list goes in the next of recvOne's lists, which
+		// are used in turn: the k-th one posted is the k-th consumed
+		// (RFC 5041 §5.1.2), and RecvDepth bounds those posted, so a
+		// list is taken again only 2 * RecvDepth posts later, when the
+		// delivery that used it has long returned. Posting allocates
+		// nothing.
+		slot := &qp.recvOne[qp.recvNext]
+		slot[0] = one
+		sgl = slot[:]
+	}
 	if err := qp.stream.Post(QNSend, ddp.Buffer{SGL: sgl, ID: wr.ID}); err != nil {
 		if errors.Is(err, ddp.ErrQueueFull) {
 			return ErrRecvQueue
 		}
 		return err
+	}
+	if len(wr.SGL) == 1 {
+		qp.recvNext = (qp.recvNext + 1) % len(qp.recvOne)
 	}
 	return nil
 }
@@ -639,6 +670,7 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 	e.done, e.status, e.err = true, st, err
 	for len(qp.sq) > 0 && qp.sq[0].done {
 		qp.report(qp.sq[0])
+		qp.recycle(qp.sq[0])
 		qp.sq[0] = nil
 		qp.sq = qp.sq[1:]
 		qp.started--
@@ -650,6 +682,33 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 	}
 	qp.mu.Unlock()
 	signal(qp.sqChanged)
+}
+
+// newEntry returns a send queue entry to fill: one the queue pair has
+// finished with, or a new one, so that posting allocates nothing once the
+// send queue has been as deep as it gets.
+func (qp *QueuePair) newEntry() *sqEntry {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if n := len(qp.spare); n > 0 {
+		e := qp.spare[n-1]
+		qp.spare = qp.spare[:n-1]
+		return e
+	}
+	return new(sqEntry)
+}
+
+// recycle keeps a completed, reported entry for newEntry. Nothing refers
+// to it any more: the LLP let go of its memory at the Flush that
+// preceded its completion (a Read or Atomic Request's, before its
+// Response could come). The entries a flush completes are left to the
+// collector, since the send route may still hold them. The caller holds
+// qp.mu.
+func (qp *QueuePair) recycle(e *sqEntry) {
+	if len(qp.spare) < cap(qp.spare) {
+		*e = sqEntry{}
+		qp.spare = append(qp.spare, e)
+	}
 }
 
 func (qp *QueuePair) report(e *sqEntry) {

@@ -128,8 +128,7 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 	case op == OpReadResponse:
 		qp.mu.Lock()
 		e := qp.reads[0] // CheckSegment made sure there is one
-		qp.reads[0] = nil
-		qp.reads = qp.reads[1:]
+		qp.reads = dropFirst(qp.reads)
 		qp.mu.Unlock()
 		// A work request may be waiting for this Read (the ORD, a Fence).
 		signal(qp.wake)
@@ -363,8 +362,7 @@ func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
 	// The buffer serves a later Response; then the request stops being
 	// outstanding, and a work request waiting for the AtomicORD may go.
 	qp.stream.Post(QNAtomicResp, d.Buffer)
-	qp.atomics[0] = nil
-	qp.atomics = qp.atomics[1:]
+	qp.atomics = dropFirst(qp.atomics)
 	qp.mu.Unlock()
 	signal(qp.wake)
 	qp.complete(e, StatusSuccess, nil)
@@ -577,4 +575,13 @@ func remoteStatus(e *term.Error) Status {
 		return StatusRemInvReqErr
 	}
 	return StatusWRFlushErr
+}
+
+// dropFirst removes the oldest of the outstanding requests in place,
+// keeping the array (the ORD bounds it), so that the next one is
+// appended without allocating.
+func dropFirst(q []*sqEntry) []*sqEntry {
+	n := copy(q, q[1:])
+	q[n] = nil
+	return q[:n]
 }
