@@ -327,7 +327,9 @@ func TestPerfRawListenerLimits(t *testing.T) {
 	}
 	c.Close()
 	// More raw connections from one address than the limit: the extra
-	// ones are closed at once.
+	// ones are closed at once. The connections above are closed on our
+	// side; the server lets go of them when it sees that.
+	waitRawIdle(t, ts.srv, "127.0.0.1")
 	var conns []net.Conn
 	for range lim.MaxConnsPerPeer + 2 {
 		c, err := net.Dial("tcp", raw)
@@ -382,5 +384,22 @@ func TestPerfServerMemory(t *testing.T) {
 	t.Logf("%d KiB of heap per connection, both ends", per>>10)
 	if per > ConnOverhead {
 		t.Errorf("a connection costs %d KiB, more than the %d KiB it is counted for", per>>10, ConnOverhead>>10)
+	}
+}
+
+// waitRawIdle waits until the server's raw listener holds no connection
+// from host.
+func waitRawIdle(t *testing.T, s *Server, host string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.rawAdm.mu.Lock()
+		n := s.rawAdm.peers[host]
+		s.rawAdm.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the raw listener still holds %d connections from %s", n, host)
+		}
 	}
 }
