@@ -5,7 +5,6 @@ package mpa
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,12 +29,10 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	seen := make([][]uint64, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
+	var requesters []*rdmaptest.Peer
 	var responders []*rdmap.QueuePair
 	var respConns []*Conn
-	for i, cfg := range cfgs {
+	for _, cfg := range cfgs {
 		l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -66,27 +63,16 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 			t.Fatal(err)
 		}
 		respConns = append(respConns, rc)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			seen[i], errs[i] = rdmaptest.AtomicWorkload(ctx, a, shared.STag(), uint64(i+1), adds, window, locks)
-		}()
+		requesters = append(requesters, a)
 	}
-	wg.Wait()
-	// Stop the responders, whose goroutines wrote the memory: once they
-	// have, it is the test's to read.
-	for i, resp := range responders {
-		respConns[i].Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		resp.Close(ctx)
-		cancel()
-	}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("connection %d (%+v): %v", i, cfgs[i], err)
+	rdmaptest.RunAtomics(t, ctx, requesters, shared, func() {
+		for i, resp := range responders {
+			respConns[i].Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp.Close(ctx)
+			cancel()
 		}
-	}
-	rdmaptest.CheckAtomicTotals(t, shared, seen, adds, locks)
+	}, adds, window, locks)
 	total := len(cfgs) * adds
 	t.Logf("%d MPA connections: %d FetchAdds, %d locked updates", len(cfgs), total, len(cfgs)*locks)
 }

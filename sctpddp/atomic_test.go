@@ -4,7 +4,6 @@ package sctpddp
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,29 +58,12 @@ func TestAtomicConcurrentSCTP(t *testing.T) {
 			requesters = append(requesters, a)
 		}
 	}
-	seen := make([][]uint64, len(requesters))
-	errs := make([]error, len(requesters))
-	var wg sync.WaitGroup
-	for i, a := range requesters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			seen[i], errs[i] = rdmaptest.AtomicWorkload(ctx, a, shared.STag(), uint64(i+1), adds, window, locks)
-		}()
-	}
-	wg.Wait()
-	// Stop the responders, whose goroutines wrote the memory: once they
-	// have, it is the test's to read.
-	for _, resp := range responders {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		resp.Close(ctx)
-		cancel()
-	}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("session %d: %v", i, err)
+	rdmaptest.RunAtomics(t, ctx, requesters, shared, func() {
+		for _, resp := range responders {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp.Close(ctx)
+			cancel()
 		}
-	}
-	rdmaptest.CheckAtomicTotals(t, shared, seen, adds, locks)
+	}, adds, window, locks)
 	t.Logf("%d DDP Stream Sessions on %d associations: %d FetchAdds, %d locked updates", len(requesters), assocs, len(requesters)*adds, len(requesters)*locks)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -118,4 +119,29 @@ func CheckAtomicTotals(t testing.TB, shared *rdmap.MemoryRegion, seen [][]uint64
 	if w(0) != uint64(total) || w(8) != 0 || w(16) != uint64(len(seen)*locks) {
 		t.Fatalf("counter %d (want %d), lock %d, guarded %d (want %d)", w(0), total, w(8), w(16), len(seen)*locks)
 	}
+}
+
+// RunAtomics runs AtomicWorkload on every requester at once against the
+// shared region (requester i with the lock id i+1), then calls stop,
+// which must stop the responders (their goroutines wrote the memory: once
+// they have, it is the test's to read), and checks the outcome with
+// CheckAtomicTotals.
+func RunAtomics(t testing.TB, ctx context.Context, requesters []*Peer, shared *rdmap.MemoryRegion, stop func(), adds, window, locks int) {
+	t.Helper()
+	seen := make([][]uint64, len(requesters))
+	errs := make([]error, len(requesters))
+	var wg sync.WaitGroup
+	for i, a := range requesters {
+		wg.Go(func() {
+			seen[i], errs[i] = AtomicWorkload(ctx, a, shared.STag(), uint64(i+1), adds, window, locks)
+		})
+	}
+	wg.Wait()
+	stop()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("requester %d: %v", i, err)
+		}
+	}
+	CheckAtomicTotals(t, shared, seen, adds, locks)
 }
