@@ -110,7 +110,7 @@ func TestServeObservedByDemo(t *testing.T) {
 		}
 		for _, r := range m.Body.Local.Regions {
 			raw, _ := base64.StdEncoding.DecodeString(r.Data)
-			if r.STag == cl.stag && r.Len == observeShown && len(raw) == observeShown && string(raw[40:40+len(data)]) == string(data) {
+			if r.STag == cl.stag && r.Len == demo.LinkShown && len(raw) == demo.LinkShown && string(raw[40:40+len(data)]) == string(data) {
 				sawBytes = true
 			}
 		}

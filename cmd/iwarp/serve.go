@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
@@ -103,7 +104,7 @@ type serveOptions struct {
 	json      bool
 	observe   string
 	link      linkFlags
-	demo      *demoLink // set when --observe joined a demo
+	demo      *demo.Link // set when --observe joined a demo
 
 	maxConns        int
 	maxConnsPerPeer int
@@ -211,7 +212,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 	}
 
 	if o.observe != "" {
-		link, err := dialDemo(ctx, o.observe)
+		link, err := demo.DialLink(ctx, o.observe, "iwarp serve")
 		if err != nil {
 			l.Close()
 			rec.Close()
@@ -315,9 +316,9 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	})
 	var observer trace.Observer = obs
 	if o.demo != nil {
-		o.demo.add(id, mr)
-		defer o.demo.gone(mr)
-		shown := o.demo.observer(mr)
+		o.demo.Add(fmt.Sprintf("serve connection %d", id), mr)
+		defer o.demo.Gone(mr)
+		shown := o.demo.Observer(mr)
 		observer = trace.Func(func(e trace.Event) {
 			obs.Observe(e)
 			shown.Observe(e)

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,32 +10,38 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/internal/demo/peer"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )
 
-// observeShown is how much of each region a watching page is shown: the
+// LinkShown is how much of each region a watching page is shown: the
 // page draws every octet as a cell.
-const observeShown = 256
+const LinkShown = 256
 
-// observeKept is how many regions a watching page is shown at most, the
+// linkKept is how many regions a watching page is shown at most, the
 // regions of closed connections going first.
-const observeKept = 8
+const linkKept = 8
 
-// demoLink streams what `iwarp serve` sees to a running `iwarp demo`: the
-// serve joins the demo's signaling as a tab, and a page that observes that
-// tab draws the serve's regions and every segment placed in them, its
-// completions and Terminates, in the same picture as a browser peer's.
-// Observing needs consent: the serve asks the demo for an observing code
-// (joining with --observe is its consent), and a page that types the
-// code observes it. It reports only while some page watches.
-type demoLink struct {
+// Link streams what a Go program's queue pairs see to a running demo
+// server (`iwarp serve --observe`): the program joins the demo's
+// signaling as a tab, and a page that observes that tab draws the
+// program's regions and every segment placed in them, its completions and
+// Terminates, in the same picture as a browser peer's. Observing needs
+// consent: the program asks the demo for an observing code (joining is
+// its consent), and a page that types the code observes it. It reports
+// only while some page watches.
+//
+//	link, err := demo.DialLink(ctx, "127.0.0.1:8080", "iwarp serve")
+//	code, err := link.Tab(ctx) // tell the user
+//	link.Add("connection 1", mr)
+//	qp, err := pd.NewQueuePair(rdmap.QPConfig{..., Observer: link.Observer(mr)})
+type Link struct {
 	ws     *websocket.Conn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	tab    chan int // the observing code the demo gave this serve, once
+	tab    chan int // the observing code the demo gave this program, once
+	who    string   // the program's name, in the page's status line
 
 	mu       sync.Mutex // guards the fields below
 	watchers int
@@ -52,8 +58,9 @@ type linkRegion struct {
 	valid bool
 }
 
-// dialDemo joins the demo at addr (host:port, or an http:// URL).
-func dialDemo(ctx context.Context, addr string) (*demoLink, error) {
+// DialLink joins the demo at addr (host:port, or an http:// URL) as the
+// program who.
+func DialLink(ctx context.Context, addr, who string) (*Link, error) {
 	u := strings.TrimSuffix(addr, "/")
 	switch {
 	case strings.HasPrefix(u, "http://"):
@@ -71,16 +78,16 @@ func dialDemo(ctx context.Context, addr string) (*demoLink, error) {
 	}
 	ws.SetReadLimit(1 << 20)
 	lctx, cancel := context.WithCancel(context.Background())
-	l := &demoLink{ws: ws, cancel: cancel, tab: make(chan int, 1), regions: map[uint32]*linkRegion{}}
+	l := &Link{ws: ws, cancel: cancel, tab: make(chan int, 1), who: who, regions: map[uint32]*linkRegion{}}
 	l.wg.Add(2)
 	go l.readLoop(lctx)
 	go l.reportLoop(lctx)
 	return l, nil
 }
 
-// Tab waits for the observing code the demo gave this serve (six
-// digits): a page that types it under "Observe a tab" watches the serve.
-func (l *demoLink) Tab(ctx context.Context) (int, error) {
+// Tab waits for the observing code the demo gave the program (six
+// digits): a page that types it under "Observe a tab" watches it.
+func (l *Link) Tab(ctx context.Context) (int, error) {
 	select {
 	case id := <-l.tab:
 		l.tab <- id
@@ -90,20 +97,20 @@ func (l *demoLink) Tab(ctx context.Context) (int, error) {
 	}
 }
 
-func (l *demoLink) readLoop(ctx context.Context) {
+func (l *Link) readLoop(ctx context.Context) {
 	defer l.wg.Done()
 	for {
 		_, b, err := l.ws.Read(ctx)
 		if err != nil {
 			return
 		}
-		var m demo.Message
+		var m Message
 		if json.Unmarshal(b, &m) != nil {
 			continue
 		}
 		switch m.Type {
 		case "welcome":
-			b, _ := json.Marshal(demo.Message{Type: "invite", Purpose: "observe"})
+			b, _ := json.Marshal(Message{Type: "invite", Purpose: "observe"})
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := l.ws.Write(wctx, websocket.MessageText, b)
 			cancel()
@@ -129,8 +136,8 @@ func (l *demoLink) readLoop(ctx context.Context) {
 }
 
 // reportLoop sends what happened every 50 ms while a page watches, as a
-// tab's report: the serve's side is the picture's "local" side.
-func (l *demoLink) reportLoop(ctx context.Context) {
+// tab's report: the program's side is the picture's "local" side.
+func (l *Link) reportLoop(ctx context.Context) {
 	defer l.wg.Done()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -163,9 +170,9 @@ func (l *demoLink) reportLoop(ctx context.Context) {
 		body := map[string]any{
 			"local":  local,
 			"remote": map[string]any{"events": []peer.Event{}},
-			"status": fmt.Sprintf("iwarp serve: %d region(s) of its connections (the first %d octets of each shown)", n, observeShown),
+			"status": fmt.Sprintf("%s: %d region(s) of its connections (the first %d octets of each shown)", l.who, n, LinkShown),
 		}
-		b, err := json.Marshal(demo.Message{Type: "report", Body: body})
+		b, err := json.Marshal(Message{Type: "report", Body: body})
 		if err != nil {
 			continue
 		}
@@ -178,20 +185,20 @@ func (l *demoLink) reportLoop(ctx context.Context) {
 	}
 }
 
-// add shows a connection's region (its first observeShown octets) to the
-// watching pages.
-func (l *demoLink) add(conn int, mr *rdmap.MemoryRegion) {
-	n := min(mr.Len(), observeShown)
+// Add shows a region (its first LinkShown octets) to the watching pages
+// under name.
+func (l *Link) Add(name string, mr *rdmap.MemoryRegion) {
+	n := min(mr.Len(), LinkShown)
 	r := &linkRegion{base: mr.Base(), valid: true, Region: peer.Region{
-		Name: fmt.Sprintf("serve connection %d", conn), STag: mr.STag(), Base: mr.Base(), Len: n,
+		Name: name, STag: mr.STag(), Base: mr.Base(), Len: n,
 		Access: mr.Access().String(), Data: append([]byte(nil), mr.Bytes()[:n]...),
 	}}
 	l.mu.Lock()
 	l.regions[mr.STag()] = r
 	l.order = append(l.order, mr.STag())
-	// A long-running serve shows its newest connections: regions of
-	// closed ones beyond observeKept go.
-	for i := 0; len(l.order) > observeKept && i < len(l.order); {
+	// A long-running program shows its newest connections: regions of
+	// closed ones beyond linkKept go.
+	for i := 0; len(l.order) > linkKept && i < len(l.order); {
 		if old := l.regions[l.order[i]]; !old.valid {
 			delete(l.regions, l.order[i])
 			l.order = append(l.order[:i], l.order[i+1:]...)
@@ -203,8 +210,8 @@ func (l *demoLink) add(conn int, mr *rdmap.MemoryRegion) {
 	l.mu.Unlock()
 }
 
-// gone marks a connection's region as no longer valid.
-func (l *demoLink) gone(mr *rdmap.MemoryRegion) {
+// Gone marks a region as no longer valid.
+func (l *Link) Gone(mr *rdmap.MemoryRegion) {
 	l.mu.Lock()
 	if r := l.regions[mr.STag()]; r != nil {
 		r.valid, l.changed = false, true
@@ -212,10 +219,11 @@ func (l *demoLink) gone(mr *rdmap.MemoryRegion) {
 	l.mu.Unlock()
 }
 
-// observer returns the trace observer for a connection whose region is mr.
+// Observer returns the trace observer for the queue pair whose region is
+// mr.
 // It runs on the goroutine that placed the bytes, so copying them here
 // does not race with placement.
-func (l *demoLink) observer(mr *rdmap.MemoryRegion) trace.Observer {
+func (l *Link) Observer(mr *rdmap.MemoryRegion) trace.Observer {
 	return trace.Func(func(e trace.Event) {
 		ev := peer.EventOf(e)
 		l.mu.Lock()
@@ -237,8 +245,8 @@ func (l *demoLink) observer(mr *rdmap.MemoryRegion) trace.Observer {
 }
 
 // Close leaves the demo.
-func (l *demoLink) Close() {
+func (l *Link) Close() {
 	l.cancel()
-	l.ws.Close(websocket.StatusNormalClosure, "serve stopped")
+	l.ws.Close(websocket.StatusNormalClosure, l.who+" stopped")
 	l.wg.Wait()
 }
