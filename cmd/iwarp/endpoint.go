@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -385,60 +386,16 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 	return l, nil
 }
 
-// runRelay accepts TCP connections on relay and joins each to a new
-// connection to inner, recording what crosses. When ctx is done (the
-// listener closes) it closes the connections still open.
+// runRelay records what crosses the relay's connections to the listener
+// at inner, and remembers each one's real peer by the relay's address at
+// the listener.
 func runRelay(ctx context.Context, relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := relay.Accept()
-		if err != nil {
-			return
-		}
-		d, err := net.Dial("tcp", inner)
-		if err != nil {
-			c.Close()
-			continue
-		}
+	capture.Relay(ctx, relay, inner, func(c, d net.Conn) (func(bool, []byte), func()) {
 		peers.Store(d.LocalAddr().String(), [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
 		tr := rec.tcpConn()
 		tr.bind(c.RemoteAddr(), c.LocalAddr())
-		wg.Add(3)
-		var half sync.WaitGroup
-		half.Add(2)
-		pipe := func(dst, src net.Conn, fromClient bool) {
-			defer wg.Done()
-			defer half.Done()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := src.Read(buf)
-				if n > 0 {
-					tr.write(fromClient, buf[:n])
-					if _, werr := dst.Write(buf[:n]); werr != nil {
-						break
-					}
-				}
-				if err != nil {
-					break
-				}
-			}
-			if tc, ok := dst.(*net.TCPConn); ok {
-				tc.CloseWrite()
-			}
-		}
-		go pipe(d, c, true)
-		go pipe(c, d, false)
-		stop := context.AfterFunc(ctx, func() { c.Close(); d.Close() })
-		go func() {
-			defer wg.Done()
-			half.Wait()
-			stop()
-			c.Close()
-			d.Close()
-			tr.close()
-		}()
-	}
+		return tr.write, tr.close
+	})
 }
 
 // dial connects qp to the listener at ep.

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	icapture "github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	"github.com/iwarpgo/iwarp/mpa"
 )
@@ -244,58 +246,15 @@ func relay(t *testing.T, cap *capture, target string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Add(1)
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
 	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			d, err := net.Dial("tcp4", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
+		defer close(done)
+		icapture.Relay(context.Background(), l, target, func(c, _ net.Conn) (func(bool, []byte), func()) {
 			cc := cap.conn()
 			cc.bind(c.RemoteAddr(), c.LocalAddr())
-			wg.Add(3)
-			var half sync.WaitGroup
-			half.Add(2)
-			pipe := func(dst, src net.Conn, fromClient bool) {
-				defer wg.Done()
-				defer half.Done()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := src.Read(buf)
-					if n > 0 {
-						cc.record(fromClient, buf[:n])
-						if _, err := dst.Write(buf[:n]); err != nil {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				if tc, ok := dst.(*net.TCPConn); ok {
-					tc.CloseWrite()
-				}
-			}
-			go pipe(d, c, true)
-			go pipe(c, d, false)
-			go func() {
-				// Both directions have ended: closing earlier, with
-				// octets unread, would reset the connection and lose
-				// what the other end had not read yet.
-				defer wg.Done()
-				half.Wait()
-				c.Close()
-				d.Close()
-			}()
-		}
+			return cc.record, nil
+		})
 	}()
 	return l.Addr().String()
 }
