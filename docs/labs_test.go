@@ -80,17 +80,24 @@ func (e *labEnv) runBlock(block string) {
 	for line := range strings.Lines(block) {
 		line = strings.TrimSpace(line)
 		switch {
-		case strings.HasPrefix(line, "$ kill %"):
-			n, err := strconv.Atoi(strings.TrimPrefix(line, "$ kill %"))
+		case strings.HasPrefix(line, "$ kill %"), strings.HasPrefix(line, "$ wait %"):
+			// kill interrupts a background job; wait lets it end by
+			// itself (a server run with --once).
+			kill := strings.HasPrefix(line, "$ kill %")
+			n, err := strconv.Atoi(line[len("$ kill %"):])
 			if err != nil || n < 1 || n > len(jobs) {
 				t.Fatalf("bad job in %q", line)
 			}
 			j := jobs[n-1]
-			j.cmd.Process.Signal(os.Interrupt)
+			limit := 30 * time.Second
+			if kill {
+				j.cmd.Process.Signal(os.Interrupt)
+				limit = 10 * time.Second
+			}
 			select {
 			case <-j.done:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%q: job %d did not stop on SIGINT", line, n)
+			case <-time.After(limit):
+				t.Fatalf("%q: job %d did not end", line, n)
 			}
 			last, lastCmd = j.out.String(), line
 		case strings.HasPrefix(line, "$ ") && strings.HasSuffix(line, " &"):
