@@ -31,6 +31,9 @@ func TestLinkObserved(t *testing.T) {
 	page := dialTab(t, ctx, s.url)
 	page.send(ctx, Message{Type: "observe", Code: strconv.Itoa(code)})
 	tab := page.wait(ctx, "observing").Peer
+	// The first report says the program knows it is watched: it queues
+	// events only then.
+	page.waitFor(ctx, func(m Message) bool { return m.Type == "report" && m.From == tab })
 
 	pd := rdmap.NewDevice(rdmap.DeviceConfig{}).NewProtectionDomain()
 	mr, err := pd.RegisterMemory(make([]byte, 1024), 0x10000, rdmap.RemoteWrite)
