@@ -5,6 +5,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
+	"github.com/iwarpgo/iwarp/trace"
 )
 
 // The send side of a queue pair. Posting goroutines queue work requests
@@ -297,6 +298,12 @@ func (qp *QueuePair) answerAtomic(r *response) error {
 		return errStreamStopped
 	}
 	orig := executeAtomic(r.word, &r.req)
+	if qp.obs != nil {
+		// On the goroutine that changed the word, as a placement is
+		// reported on the one that placed it: an observer may read it.
+		qp.obs.Observe(trace.Event{Kind: trace.AtomicExecuted, Stream: qp.cfg.StreamID, Tagged: true,
+			Opcode: uint8(r.req.Op), STag: r.req.STag, TO: r.req.TO, Len: 8})
+	}
 	qp.stream.Post(QNReadReq, r.buf)
 	qp.inAtomics.Add(-1)
 	resp := AtomicResponse{OrigReqID: r.req.ReqID, OrigValue: orig}

@@ -29,6 +29,7 @@ const (
 	Error                            // an error was detected (Err)
 	Disconnected                     // the LLP stream ended in order: the peer (or this end) closed it
 	LLPLost                          // the LLP stream failed: reset, timeout, dead peer
+	AtomicExecuted                   // RDMAP carried out a peer's Atomic Operation on local memory (STag, TO, Len 8; Opcode the AOpCode)
 )
 
 func (k Kind) String() string {
@@ -51,6 +52,8 @@ func (k Kind) String() string {
 		return "disconnected"
 	case LLPLost:
 		return "llp-lost"
+	case AtomicExecuted:
+		return "atomic-executed"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
