@@ -2,6 +2,7 @@ package rdmap
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/iwarpgo/iwarp/trace"
@@ -50,5 +51,41 @@ func TestAtomicExecutedEvent(t *testing.T) {
 	}
 	if e := trace.AtomicExecuted.String(); e != "atomic-executed" {
 		t.Errorf("kind %q", e)
+	}
+}
+
+// The program's own sync/atomic adds on a Word and a peer's FetchAdds on
+// the same word, at the same time, lose nothing.
+func TestWordBesideRemoteAtomics(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	target := b.reg(t, 16, RemoteAtomic)
+	res := a.reg(t, 8, LocalWrite)
+	w, err := target.Word(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := target.Word(9); err == nil {
+		t.Error("an unaligned word")
+	}
+	if _, err := target.Word(12); err == nil {
+		t.Error("a word past the region's end")
+	}
+	const n = 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			atomic.AddUint64(w, 1)
+		}
+	}()
+	for i := range n {
+		mustPost(t, a.qp.PostAtomic(AtomicWR{ID: uint64(i), Op: FetchAdd, Add: 1, Local: SGE{MR: res, Length: 8}, RemoteSTag: target.STag(), RemoteTO: target.Base() + 8}))
+		if c := wait(t, a.scq); c.Status != StatusSuccess {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	<-done
+	if v := atomic.LoadUint64(w); v != 2*n {
+		t.Errorf("the word is %d, want %d", v, 2*n)
 	}
 }

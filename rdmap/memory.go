@@ -168,6 +168,24 @@ func (m *MemoryRegion) Bytes() []byte { return m.r.mem }
 // Access returns the region's rights.
 func (m *MemoryRegion) Access() Access { return m.r.access }
 
+// Word returns the 64-bit word at offset off of the region, for the
+// program's own sync/atomic operations beside its peers' Atomic
+// Operations, which this package carries out with the same hardware
+// atomics: atomic.AddUint64(w, 1) on a counter that peers FetchAdd stays
+// exact. The word is in the machine's byte order, as RFC 7306's FetchAdd
+// has it; off must leave it 64-bit aligned in memory and inside the
+// region.
+func (m *MemoryRegion) Word(off int) (*uint64, error) {
+	if off < 0 || off > len(m.r.mem)-8 {
+		return nil, fmt.Errorf("rdmap: no 8-octet word at offset %d of a %d-octet region", off, len(m.r.mem))
+	}
+	w, ok := atomicWord(m.r.mem[off:])
+	if !ok {
+		return nil, fmt.Errorf("rdmap: the word at offset %d is not 64-bit aligned in memory", off)
+	}
+	return w, nil
+}
+
 // RegisterMemory registers buf with the given rights; its first octet has
 // Tagged Offset base. The STag's index is drawn at random and its key
 // differs from the last key used with that index, so STags are neither
