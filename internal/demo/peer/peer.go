@@ -153,6 +153,7 @@ type Peer struct {
 	nextMSN uint32 // MSN of the next receive posted
 	changed bool   // regions changed since the last Drain
 	scratch *rdmap.MemoryRegion
+	result  *rdmap.MemoryRegion // where Atomic Operations' original values land; made by the first
 }
 
 type region struct {
@@ -234,6 +235,14 @@ func (p *Peer) completed(c rdmap.Completion) {
 	if c.Op == rdmap.WorkRead {
 		p.changed = true
 	}
+	// An Atomic Operation's original value is in the result region: rdmap
+	// wrote it there before it reported the completion.
+	if (c.Op == rdmap.WorkFetchAdd || c.Op == rdmap.WorkCompSwap) && c.Status == rdmap.StatusSuccess && p.result != nil {
+		if _, r := p.find(p.result.STag()); r != nil {
+			copy(r.shown, r.mr.Bytes())
+			p.changed = true
+		}
+	}
 }
 
 // EventOf puts a trace event in the page's words. Where a placement
@@ -252,6 +261,8 @@ func EventOf(e trace.Event) Event {
 		ev.Status = rdmap.Status(e.Status).String()
 	case trace.StateChange:
 		ev.State = e.State
+	case trace.AtomicExecuted:
+		ev.Op = rdmap.AtomicOp(e.Opcode).String()
 	}
 	if e.Err != nil {
 		l, t, c := e.Err.Triple()
@@ -270,16 +281,23 @@ func (p *Peer) observe(e trace.Event) {
 	ev.QP = p.Index
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Kind == trace.SegmentPlaced {
+	if e.Kind == trace.SegmentPlaced || e.Kind == trace.AtomicExecuted {
 		p.locate(&ev)
 		p.changed = true
 	}
 	if r := p.placedIn(ev); r != nil {
-		// The observer runs on the goroutine that placed the bytes, just
-		// after placing them: reading them here does not race with
-		// placement, as reading the region from another goroutine would.
-		end := min(ev.Offset+uint64(ev.Len), uint64(len(r.shown)))
-		copy(r.shown[ev.Offset:end], r.mr.Bytes()[ev.Offset:end])
+		// The observer runs on the goroutine that placed the bytes (or
+		// carried out the Atomic Operation), just after: reading them here
+		// does not race with placement, as reading the region from
+		// another goroutine would.
+		if e.Kind == trace.AtomicExecuted {
+			// The word may change again at once, by the program's own
+			// atomics (AddLocal): read it as one.
+			r.showWord(int(ev.Offset))
+		} else {
+			end := min(ev.Offset+uint64(ev.Len), uint64(len(r.shown)))
+			copy(r.shown[ev.Offset:end], r.mr.Bytes()[ev.Offset:end])
+		}
 	}
 	if len(p.events) >= maxEvents {
 		p.dropped++
@@ -318,7 +336,7 @@ func (p *Peer) locate(ev *Event) {
 // placedIn returns the region a placement event landed in, if any.
 // p.mu is held.
 func (p *Peer) placedIn(ev Event) *region {
-	if ev.Kind != trace.SegmentPlaced.String() || ev.Region == 0 {
+	if (ev.Kind != trace.SegmentPlaced.String() && ev.Kind != trace.AtomicExecuted.String()) || ev.Region == 0 {
 		return nil
 	}
 	_, r := p.find(ev.Region)
@@ -368,7 +386,7 @@ func (p *Peer) Regions() []Region {
 }
 
 // ParseAccess reads rights as the page names them: any of "r" (remote
-// read), "w" (remote write) and "l" (local write).
+// read), "w" (remote write), "a" (remote atomic) and "l" (local write).
 func ParseAccess(s string) (rdmap.Access, error) {
 	var a rdmap.Access
 	for _, c := range s {
@@ -377,10 +395,12 @@ func ParseAccess(s string) (rdmap.Access, error) {
 			a |= rdmap.RemoteRead
 		case 'w':
 			a |= rdmap.RemoteWrite
+		case 'a':
+			a |= rdmap.RemoteAtomic
 		case 'l':
 			a |= rdmap.LocalWrite
 		default:
-			return 0, fmt.Errorf("unknown access right %q (want r, w or l)", c)
+			return 0, fmt.Errorf("unknown access right %q (want r, w, a or l)", c)
 		}
 	}
 	return a, nil
@@ -568,6 +588,9 @@ func accessWords(a rdmap.Access) string {
 	}
 	if a&rdmap.RemoteWrite != 0 {
 		s += ", remote write"
+	}
+	if a&rdmap.RemoteAtomic != 0 {
+		s += ", remote atomic"
 	}
 	return s
 }
