@@ -12,13 +12,16 @@ import (
 
 // Layout of the Go peer's memory when a page connects, per queue pair.
 const (
-	goMemLen   = 1024 // more than one SCTP packet's worth: a Write of it can arrive out of order
-	goMemBase  = 0x1000
-	goRecvLen  = 64
-	goRecvs    = 2
-	goFlushGap = 40 * time.Millisecond // events are sent to the page in batches
-	statsGap   = 250 * time.Millisecond
-	maxHold    = 10 * time.Second
+	goMemLen  = 1024 // more than one SCTP packet's worth: a Write of it can arrive out of order
+	goMemBase = 0x1000
+	goRecvLen = 64
+	// The shared counter: one 64-bit word that the page's Atomic
+	// Operations (RFC 7306) and the Go peer's own atomic adds change.
+	goCounterBase = 0x8000
+	goRecvs       = 2
+	goFlushGap    = 40 * time.Millisecond // events are sent to the page in batches
+	statsGap      = 250 * time.Millisecond
+	maxHold       = 10 * time.Second
 )
 
 // Names of the Go peer's first region, per queue pair.
@@ -28,6 +31,9 @@ func goMemName(qp int) string {
 	}
 	return fmt.Sprintf("Go peer memory, stream %d", streamID(qp))
 }
+
+// goCounterName names the Go peer's counter region (queue pair 0).
+const goCounterName = "Go peer counter"
 
 // streamID is the data channel (SCTP stream) of queue pair qp: 1, 3, ...
 func streamID(qp int) uint16 { return uint16(1 + 2*qp) }
@@ -72,6 +78,15 @@ func newGoPeer(t *tab, kind string, streams int) (*goPeer, error) {
 		if _, err := p.Register(goMemName(i), goMemLen, goMemBase, "rw"); err != nil {
 			cancel()
 			return nil, err
+		}
+		if i == 0 {
+			// Remote atomic access only: its one word changes by atomics
+			// alone (a plain RDMA Read or Write beside the Go peer's own
+			// adds would race with them).
+			if _, err := p.Register(goCounterName, 8, goCounterBase, "a"); err != nil {
+				cancel()
+				return nil, err
+			}
 		}
 		for range goRecvs {
 			if _, _, err := p.PostRecv(goRecvLen); err != nil {
@@ -192,6 +207,13 @@ func (g *goPeer) command(m Message) error {
 		err = p.Deregister(m.STag)
 	case "invalidate":
 		err = p.Invalidate(m.STag)
+	case "increment":
+		// The Go peer adds to its counter with sync/atomic, as a program
+		// beside its peers' FetchAdds would (rdmap.MemoryRegion.Word).
+		var old uint64
+		if old, err = g.peers[0].AddLocal(g.counter(), 0, 1); err == nil {
+			g.report("Go peer: counter %d -> %d (its own atomic add, beside the page's FetchAdds)", old, old+1)
+		}
 	case "post-recv":
 		n := m.Len
 		if n == 0 {
@@ -215,6 +237,16 @@ func (g *goPeer) command(m Message) error {
 		err = fmt.Errorf("unknown Go peer command %q", m.Op)
 	}
 	return err
+}
+
+// counter returns the STag of the Go peer's counter.
+func (g *goPeer) counter() uint32 {
+	for _, r := range g.peers[0].Regions() {
+		if r.Name == goCounterName {
+			return r.STag
+		}
+	}
+	return 0
 }
 
 // close ends the transport, the queue pairs, and waits for the peer's
