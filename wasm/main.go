@@ -18,12 +18,15 @@
 //
 //	connect(dc, {mulpdu, passive, qp}, cb) start a session on dc; cb(error or null)
 //	connectMPA(url, {mulpdu, markers}, cb) MPA over a WebSocket to url, queue pair 0
-//	register(name, len, base, access, qp)  -> {stag} | {error}; access: "r", "w", "l"
+//	register(name, len, base, access, qp)  -> {stag} | {error}; access: "r", "w", "a", "l"
 //	deregister(stag, qp), invalidate(stag, qp) -> {} | {error}
 //	postRecv(len, qp)                      -> {stag, msn} | {error}
 //	write(bytes, stag, to, qp)             -> {wrid} | {error}
 //	read(len, stag, to, sink, offset, qp)  -> {wrid} | {error}
 //	send(bytes, solicited, invalidateSTag, qp) -> {wrid} | {error}
+//	atomic(op, stag, to, data, compare, qp) -> {wrid} | {error}; op "fetchadd" (adds data)
+//	                                       or "cmpswap" (data if the word equals compare); the
+//	                                       original value lands in the "atomic original value" region
 //	drain()                                -> JSON {events, dropped, regions?, states, error?}
 //	close()
 //
@@ -69,6 +72,7 @@ func main() {
 		"write":      fn(write),
 		"read":       fn(read),
 		"send":       fn(send),
+		"atomic":     fn(atomicOp),
 		"drain":      fn(drain),
 		"close":      fn(func([]js.Value) any { closeAll(); return nil }),
 	}
@@ -300,6 +304,13 @@ func read(a []js.Value) any {
 
 func send(a []js.Value) any {
 	id, err := need(a, 3).p.Send(bytesOf(a[0]), a[1].Truthy(), stag(a, 2))
+	return result(map[string]any{"wrid": id}, err)
+}
+
+// atomicOp posts an RFC 7306 Atomic Operation. The operands are
+// JavaScript numbers: exact up to 2^53.
+func atomicOp(a []js.Value) any {
+	id, err := need(a, 5).p.Atomic(a[0].String(), stag(a, 1), uint64(a[2].Float()), uint64(a[3].Float()), uint64(a[4].Float()))
 	return result(map[string]any{"wrid": id}, err)
 }
 

@@ -47,7 +47,7 @@ function emptyReport() {
   return { local: { events: [], regions: null }, remote: { events: [], regions: null } };
 }
 S.report = emptyReport();
-const reportKinds = new Set(["segment-sent", "segment-placed", "message-delivered", "completion", "terminate", "fpdu", "mpa-frame"]);
+const reportKinds = new Set(["segment-sent", "segment-placed", "message-delivered", "completion", "terminate", "fpdu", "mpa-frame", "atomic-executed", "local-atomic"]);
 
 // ---------- log and status ----------
 
@@ -384,6 +384,7 @@ function resetViews(remoteName) {
   S.goPeer = -1;
   S.local.regions = []; S.remote.regions = [];
   S.local.cqNew = []; S.remote.cqNew = [];
+  S.atomicOrig = undefined;
   S.remoteQueue = []; S.relayQueue = [];
   S.rows = new Map(); S.flows = new Map(); S.stats = { segs: 0, overtook: 0, delivered: 0 };
   S.st = { timer: 0, sent: [0, 0], delivered: [0, 0], bins: [[], []], last: [0, 0], heldUntil: 0 };
@@ -553,7 +554,8 @@ function updateRegion(side, r) {
   }
   const shown = txt.replace(/·+$/, "");
   div.querySelector(".grid").setAttribute("aria-label", "Contents of " + kind + ": " + (shown || "empty"));
-  div.querySelector(".textview").textContent = "As text: " + (shown || "(empty)");
+  div.querySelector(".textview").textContent = r.len === 8 ? "As a 64-bit number (little-endian, as FetchAdd adds): " + word64(r)
+    : "As text: " + (shown || "(empty)");
 }
 
 // markCells marks a placement's cells: placed (amber) until its message
@@ -640,7 +642,8 @@ function ladderRow(f, ev, out, rows) {
 function shortOp(op) {
   return ({ "RDMA Write": "Write", "RDMA Read Request": "ReadReq", "RDMA Read Response": "ReadResp", "Send": "Send",
     "Send with Solicited Event": "SendSE", "Send with Invalidate": "SendInv",
-    "Send with Solicited Event and Invalidate": "SendSEInv", "Terminate": "Term" })[op] || op;
+    "Send with Solicited Event and Invalidate": "SendSEInv", "Terminate": "Term",
+    "Atomic Request": "AtomicReq", "Atomic Response": "AtomicResp" })[op] || op;
 }
 
 function segmentSent(side, ev, rows) {
@@ -834,8 +837,13 @@ function applyEvents(side, events, now, rows) {
       case "message-delivered":
         messageDelivered(side, ev, now);
         break;
+      case "atomic-executed":
+      case "local-atomic":
+        atomicChanged(side, ev, now);
+        break;
       case "completion":
         side.cqNew.push(ev);
+        if (side === S.local && ev.orig !== undefined) atomicCompleted(ev);
         if (side === S.local && ev.op === "RECV" && ev.status === "SUCCESS") noteAdvert();
         if (side === S.remote && ev.op === "RECV" && ev.status === "SUCCESS" && S.tourSend) tourDone("send");
         break;
@@ -978,6 +986,9 @@ function fillStagSelects() {
   };
   const remoteMem = S.remote.regions.filter((r) => !r.recv && !r.qp);
   for (const id of ["w-stag", "r-stag", "go-stag"]) fill($(id), remoteMem, false);
+  const atomicMem = remoteMem.filter((r) => (r.access || "").includes("remote atomic"));
+  fill($("a-stag"), atomicMem.length ? atomicMem : remoteMem, false);
+  showCounter();
   fill($("s-inv"), remoteMem, true);
   const sinks = S.local.regions.filter((r) => !r.recv && !r.qp && r.access.includes("local write"));
   sinks.sort((a, b) => (b.name === "Read sink") - (a.name === "Read sink"));
@@ -1186,6 +1197,64 @@ function actSend() {
   doSend(new TextEncoder().encode($("s-data").value), v.solicited, inv);
 }
 
+// ---------- Atomic Operations (RFC 7306) ----------
+
+// word64 reads an 8-octet region as the number it holds, in the byte
+// order of the machine that holds it (little-endian, both wasm and the
+// Go peer's x86 or ARM), as RFC 7306's FetchAdd computes it.
+function word64(r) {
+  const b = b64bytes(r.data);
+  if (b.length < 8) return null;
+  return new DataView(b.buffer, b.byteOffset, 8).getBigUint64(0, true);
+}
+
+function counterRegion() {
+  return S.remote.regions.find((r) => r.name === "Go peer counter");
+}
+
+function showCounter() {
+  const c = counterRegion();
+  const v = c ? word64(c) : null;
+  let t = c ? "Go peer's counter: " + v : S.connected ? "This peer has no counter." : "Counter: not connected.";
+  if (S.atomicOrig !== undefined) t += " · last original value returned: " + S.atomicOrig;
+  const el = $("a-value");
+  if (el.textContent !== t) el.textContent = t;
+}
+
+// atomicChanged shows a word that an atomic changed: a peer's Atomic
+// Operation carried out by side's RDMAP, or side's own atomic add.
+function atomicChanged(side, ev, now) {
+  markCells(side, { region: ev.region, offset: ev.offset, len: 8 }, "pending", now);
+  markCells(side, { region: ev.region, offset: ev.offset, len: 8 }, "delivered", now);
+  const who = side === S.local ? "this tab" : S.mode === "go" ? "the Go peer" : "the peer";
+  if (ev.kind === "local-atomic") log(who + ": " + ev.text);
+  else log(who + "'s RDMAP carried out " + ev.op + " on STag " + hex(ev.stag) + " TO " + hex(ev.to, 4));
+}
+
+// atomicCompleted logs an Atomic's completion with the original value
+// it brought back (the peer's word before the operation).
+function atomicCompleted(ev) {
+  S.atomicOrig = ev.orig;
+  log((ev.op === "FETCH_ADD" ? "FetchAdd" : "CmpSwap") + " WR " + ev.wrid + " completed: the word held " + ev.orig + " before it");
+  showCounter();
+}
+
+function actAtomic() {
+  if (!needConn()) return;
+  const reg = remoteRegion($("a-stag").value);
+  if (!reg) return log("No remote region for the Atomic.", "err");
+  const op = $("a-op").value, data = Number($("a-data").value), cmp = Number($("a-cmp").value);
+  const to = reg.base + Number($("a-off").value);
+  const r = check(iwarpPeer.atomic(op, reg.stag, to, data, cmp), "Atomic");
+  if (r) log((op === "fetchadd" ? "FetchAdd " + data : "CmpSwap " + data + " if equal to " + cmp) + " WR " + r.wrid + " on STag " + hex(reg.stag) + " TO " + hex(to, 4));
+}
+
+function atomicOpChanged() {
+  const swap = $("a-op").value === "cmpswap";
+  $("a-data-l").textContent = swap ? "swap in" : "add";
+  $("a-cmp-l").hidden = !swap;
+}
+
 function actRegister() {
   if (!needConn()) return;
   const access = ($("m-rr").checked ? "r" : "") + ($("m-rw").checked ? "w" : "") + ($("m-lw").checked ? "l" : "");
@@ -1314,6 +1383,9 @@ function wire() {
   on("do-read", actRead);
   on("do-burst", actBurst);
   on("do-send", actSend);
+  on("do-atomic", actAtomic);
+  on("go-inc", () => goCmd("increment"));
+  $("a-op").addEventListener("change", atomicOpChanged);
   on("do-register", actRegister);
   on("do-recv", () => { if (needConn()) check(iwarpPeer.postRecv(64), "post receive"); });
   on("do-advertise", actAdvertise);

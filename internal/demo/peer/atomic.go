@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -96,4 +97,22 @@ func (r *region) showWord(off int) {
 		return
 	}
 	binary.NativeEndian.PutUint64(r.shown[off:], atomic.LoadUint64(w))
+}
+
+// atomicResult puts an Atomic Operation's original value in its
+// completion's event and in what the page is shown of the result region.
+// It runs on the goroutine that reported the completion, which rdmap does
+// after writing the value (and, with one Atomic outstanding at a time, as
+// the page posts them, before any other writes the region). p.mu is held.
+func (p *Peer) atomicResult(ev *Event) {
+	if p.result == nil || ev.Status != rdmap.StatusSuccess.String() ||
+		(ev.Op != rdmap.WorkFetchAdd.String() && ev.Op != rdmap.WorkCompSwap.String()) {
+		return
+	}
+	v := binary.NativeEndian.Uint64(p.result.Bytes())
+	ev.Orig = strconv.FormatUint(v, 10)
+	if _, r := p.find(p.result.STag()); r != nil {
+		binary.NativeEndian.PutUint64(r.shown, v)
+		p.changed = true
+	}
 }

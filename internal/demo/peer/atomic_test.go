@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/binary"
+	"strconv"
 	"testing"
 
 	"github.com/iwarpgo/iwarp/term"
@@ -25,24 +26,29 @@ func TestAtomicCounter(t *testing.T) {
 		}
 		return binary.NativeEndian.Uint64(r.Data)
 	}
-	completed := func(wrid uint64) {
+	// completed waits for wrid's completion and returns the original
+	// value it carries.
+	completed := func(wrid uint64) string {
 		t.Helper()
+		var orig string
 		waitFor(t, ctx, a, func(e Event) bool {
 			if e.Kind == "completion" && e.WRID == wrid && e.Status != "SUCCESS" {
 				t.Fatalf("completion %+v", e)
 			}
+			orig = e.Orig
 			return e.Kind == "completion" && e.WRID == wrid
 		})
+		return orig
 	}
 	for i := range 5 {
 		id, err := a.Atomic("fetchadd", counter, 0x8000, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		completed(id)
+		orig := completed(id)
 		// Before it: i FetchAdds of 1 and i local adds of 10.
-		if got := value(a, ResultName); got != uint64(11*i) {
-			t.Errorf("FetchAdd %d returned %d, want %d", i, got, 11*i)
+		if got := value(a, ResultName); got != uint64(11*i) || orig != strconv.Itoa(11*i) {
+			t.Errorf("FetchAdd %d returned %d (the completion says %q), want %d", i, got, orig, 11*i)
 		}
 		if _, err := b.AddLocal(counter, 0, 10); err != nil {
 			t.Fatal(err)
@@ -60,9 +66,8 @@ func TestAtomicCounter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		completed(id)
-		if got := value(a, ResultName); got != 55 {
-			t.Errorf("CmpSwap returned %d, want 55", got)
+		if orig := completed(id); orig != "55" || value(a, ResultName) != 55 {
+			t.Errorf("CmpSwap returned %q (region %d), want 55", orig, value(a, ResultName))
 		}
 		waitFor(t, ctx, b, func(e Event) bool { return e.Kind == "atomic-executed" && e.Op == "CmpSwap" })
 		if got := value(b, "counter"); got != c.want {

@@ -95,6 +95,9 @@ type Event struct {
 	// Completions.
 	WRID   uint64 `json:"wrid,omitempty"`
 	Status string `json:"status,omitempty"`
+	// Orig is an Atomic Operation's original value, in decimal (a
+	// JavaScript number cannot hold every uint64).
+	Orig string `json:"orig,omitempty"`
 	// Terminates and errors: the RFC 5040 §4.8 triple in numbers and
 	// words, and which end found the error.
 	Layer int    `json:"layer"`
@@ -235,14 +238,6 @@ func (p *Peer) completed(c rdmap.Completion) {
 	if c.Op == rdmap.WorkRead {
 		p.changed = true
 	}
-	// An Atomic Operation's original value is in the result region: rdmap
-	// wrote it there before it reported the completion.
-	if (c.Op == rdmap.WorkFetchAdd || c.Op == rdmap.WorkCompSwap) && c.Status == rdmap.StatusSuccess && p.result != nil {
-		if _, r := p.find(p.result.STag()); r != nil {
-			copy(r.shown, r.mr.Bytes())
-			p.changed = true
-		}
-	}
 }
 
 // EventOf puts a trace event in the page's words. Where a placement
@@ -284,6 +279,9 @@ func (p *Peer) observe(e trace.Event) {
 	if e.Kind == trace.SegmentPlaced || e.Kind == trace.AtomicExecuted {
 		p.locate(&ev)
 		p.changed = true
+	}
+	if e.Kind == trace.Completion {
+		p.atomicResult(&ev)
 	}
 	if r := p.placedIn(ev); r != nil {
 		// The observer runs on the goroutine that placed the bytes (or
