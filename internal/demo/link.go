@@ -230,7 +230,7 @@ func (l *Link) Observer(mr *rdmap.MemoryRegion) trace.Observer {
 		defer l.mu.Unlock()
 		// The shown octets are kept up to date whether or not a page
 		// watches, so that one that starts watching sees them.
-		if e.Kind == trace.SegmentPlaced && e.Tagged && e.STag == mr.STag() {
+		if (e.Kind == trace.SegmentPlaced || e.Kind == trace.AtomicExecuted) && e.Tagged && e.STag == mr.STag() {
 			ev.Region, ev.Offset = e.STag, e.TO-mr.Base()
 			if r := l.regions[e.STag]; r != nil && ev.Offset < uint64(len(r.Data)) {
 				end := min(ev.Offset+uint64(e.Len), uint64(len(r.Data)))
