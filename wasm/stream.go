@@ -30,12 +30,7 @@ type jsStream struct {
 	*sctpddp.ChannelStream
 	dc     js.Value
 	mulpdu int
-	funcs  []jsHandler
-}
-
-type jsHandler struct {
-	event string
-	fn    js.Func
+	listeners
 }
 
 func newJSStream(dc js.Value, mulpdu int) (*jsStream, error) {
@@ -53,7 +48,7 @@ func newJSStream(dc js.Value, mulpdu int) (*jsStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &jsStream{ChannelStream: cs, dc: dc, mulpdu: mulpdu}
+	s := &jsStream{ChannelStream: cs, dc: dc, mulpdu: mulpdu, listeners: listeners{target: dc}}
 	dc.Set("binaryType", "arraybuffer")
 	dc.Set("bufferedAmountLowThreshold", cs.SendQueueLimit()/2)
 	s.on("message", func(ev js.Value) {
@@ -77,30 +72,13 @@ func newJSStream(dc js.Value, mulpdu int) (*jsStream, error) {
 // MULPDU returns the page's MULPDU.
 func (s *jsStream) MULPDU() int { return s.mulpdu }
 
-func (s *jsStream) on(event string, f func(js.Value)) {
-	fn := js.FuncOf(func(this js.Value, args []js.Value) any {
-		if len(args) > 0 {
-			f(args[0])
-		} else {
-			f(js.Undefined())
-		}
-		return nil
-	})
-	s.funcs = append(s.funcs, jsHandler{event, fn})
-	s.dc.Call("addEventListener", event, fn)
-}
-
 // release removes the handlers; the channel is closed.
 func (s *jsStream) release() {
 	s.Closed()
 	if !(jsChannel{s.dc}).Closing() {
 		s.dc.Call("close")
 	}
-	for _, h := range s.funcs {
-		s.dc.Call("removeEventListener", h.event, h.fn)
-		h.fn.Release()
-	}
-	s.funcs = nil
+	s.listeners.release()
 }
 
 // jsChannel is an RTCDataChannel as a ChannelStream sends on it.

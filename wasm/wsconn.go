@@ -19,9 +19,9 @@ import (
 // github.com/coder/websocket, whose js build brings net/http and would
 // take the browser peer past its 8 MB limit.
 type wsConn struct {
-	ws    js.Value
-	url   string
-	funcs []jsHandler
+	ws  js.Value
+	url string
+	listeners
 
 	mu     sync.Mutex // guards q, rest, err and deadline
 	q      [][]byte
@@ -44,7 +44,7 @@ func dialWS(ctx context.Context, url string) (*wsConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ws = ws
+	c.ws, c.listeners.target = ws, ws
 	ws.Set("binaryType", "arraybuffer")
 	c.on("open", func(js.Value) { c.open1.Do(func() { close(c.opened) }) })
 	c.on("message", func(ev js.Value) {
@@ -87,19 +87,6 @@ func jsNew(class string, args ...any) (v js.Value, err error) {
 		}
 	}()
 	return js.Global().Get(class).New(args...), nil
-}
-
-func (c *wsConn) on(event string, f func(js.Value)) {
-	fn := js.FuncOf(func(this js.Value, args []js.Value) any {
-		if len(args) > 0 {
-			f(args[0])
-		} else {
-			f(js.Undefined())
-		}
-		return nil
-	})
-	c.funcs = append(c.funcs, jsHandler{event, fn})
-	c.ws.Call("addEventListener", event, fn)
 }
 
 func (c *wsConn) fail(err error) {
@@ -173,11 +160,7 @@ func (c *wsConn) Close() error {
 	c.once.Do(func() {
 		c.fail(net.ErrClosed)
 		_ = jsCall(c.ws, "close")
-		for _, h := range c.funcs {
-			c.ws.Call("removeEventListener", h.event, h.fn)
-			h.fn.Release()
-		}
-		c.funcs = nil
+		c.listeners.release()
 	})
 	return nil
 }
