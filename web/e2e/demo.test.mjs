@@ -93,16 +93,19 @@ async function setNetwork(page, im) {
 // placement of it shows on the ladder: the opcode as the Go peer decoded
 // it must be the variant's.
 async function sendAndCheck(page, variant, op, inv) {
-  const before = await page.locator("#ladder li.out.placed").count();
+  // The Send's rows are those drawn after the click: a row drawn before
+  // (an RDMA Read Request the Go peer places late, on a busy machine)
+  // is not the Send's.
+  const before = await page.locator("#ladder li.out").count();
   await page.selectOption("#s-variant", variant);
   if (inv) await page.selectOption("#s-inv", inv);
   await page.fill("#s-data", variant);
   await page.click("#do-send");
-  await page.waitForFunction((n) => document.querySelectorAll("#ladder li.out.placed").length > n, before, { timeout: T });
-  const got = await page.evaluate(() => {
-    const rows = [...document.querySelectorAll("#ladder li.out.placed")];
-    return rows[rows.length - 1].dataset.placedOp;
-  });
+  await page.waitForFunction((n) => [...document.querySelectorAll("#ladder li.out")].slice(n).some((r) => r.classList.contains("placed")), before, { timeout: T });
+  const got = await page.evaluate((n) => {
+    const rows = [...document.querySelectorAll("#ladder li.out")].slice(n);
+    return rows.find((r) => r.classList.contains("placed")).dataset.placedOp;
+  }, before);
   if (got !== op) throw new Error(`the ${variant} variant: the Go peer placed a ${JSON.stringify(got)}, want ${JSON.stringify(op)}`);
   console.log(`   ${variant}: the Go peer received a ${got}`);
 }
