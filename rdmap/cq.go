@@ -120,7 +120,7 @@ type CompletionQueue struct {
 	armed    bool
 	solOnly  bool
 	notify   chan struct{}
-	wake     chan struct{} // closed and replaced when a completion arrives for a sleeper
+	wake     chan struct{} // 1-buffered: a completion arrived while a goroutine slept in Wait (see wakeOne)
 	sleepers int           // goroutines in Wait that may sleep on wake
 	spin     time.Duration // how long Wait polls before it sleeps
 	overrun  bool
@@ -150,7 +150,7 @@ func (d *Device) NewCompletionQueue(depth int) *CompletionQueue {
 	if depth <= 0 {
 		depth = 1024
 	}
-	cq := &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{}), spin: 0}
+	cq := &CompletionQueue{dev: d, ring: make([]Completion, depth), notify: make(chan struct{}, 1), wake: make(chan struct{}, 1), spin: 0}
 	cq.ready = cq.nonEmpty
 	return cq
 }
@@ -207,10 +207,7 @@ func (cq *CompletionQueue) push(c Completion, solicited bool) {
 	}
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = c
 	cq.n++
-	if cq.sleepers > 0 {
-		close(cq.wake)
-		cq.wake = make(chan struct{})
-	}
+	cq.wakeOne()
 	fire := cq.armed && (!cq.solOnly || solicited || c.Status != StatusSuccess)
 	if fire {
 		cq.armed = false
@@ -235,7 +232,25 @@ func (cq *CompletionQueue) Poll(out []Completion) int {
 		cq.head = (cq.head + 1) % len(cq.ring)
 		cq.n--
 	}
+	// Completions left for a sleeper: this caller took its own, and the
+	// sleeper may have missed the wake-up that was for it.
+	cq.wakeOne()
 	return k
+}
+
+// wakeOne wakes one goroutine sleeping in Wait if there are completions
+// for it. One wake-up is enough: a waiter that takes a completion and
+// leaves others wakes the next (Poll), as does one that leaves on its
+// context. A wake-up nobody takes only makes the next sleeper look again.
+// Signalling a buffered channel allocates nothing, where closing and
+// replacing a channel per completion did. The caller holds cq.mu.
+func (cq *CompletionQueue) wakeOne() {
+	if cq.sleepers > 0 && cq.n > 0 {
+		select {
+		case cq.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Wait returns the next completion, waiting for one until ctx is done.
@@ -280,19 +295,21 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			cq.mu.Unlock()
 			continue
 		}
-		wake := cq.wake
 		cq.sleepers++
 		cq.mu.Unlock()
 		select {
-		case <-wake:
+		case <-cq.wake:
 		case <-ctx.Done():
 		}
 		cq.mu.Lock()
 		cq.sleepers--
-		cq.mu.Unlock()
 		if err := ctx.Err(); err != nil {
+			// The wake-up this goroutine may have taken goes to another.
+			cq.wakeOne()
+			cq.mu.Unlock()
 			return Completion{}, err
 		}
+		cq.mu.Unlock()
 	}
 }
 
