@@ -94,6 +94,9 @@ func TestCQWaiters(t *testing.T) {
 				c, cancel := context.WithTimeout(qctx, 50*time.Microsecond)
 				if got, err := cq.Wait(c); err == nil {
 					cq.push(got, false) // not ours to take: back it goes
+					// and the others get their turn (js/wasm has one
+					// thread and no preemption).
+					time.Sleep(50 * time.Microsecond)
 				}
 				cancel()
 			}

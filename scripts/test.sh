@@ -51,7 +51,7 @@ GOOS=js GOARCH=wasm go build ./ddp/... ./rdmap/... ./mpa/... ./term/... ./trace/
 go generate ./web
 
 echo "== the core's tests in js/wasm, under Node (the browser peer's build)"
-GOOS=js GOARCH=wasm go test -count=1 -exec "$(go env GOROOT)/lib/wasm/go_js_wasm_exec" ./ddp/... ./rdmap/... ./term/... ./sctpddp/...
+GOOS=js GOARCH=wasm go test -count=1 -timeout 3m -exec "$(go env GOROOT)/lib/wasm/go_js_wasm_exec" ./ddp/... ./rdmap/... ./term/... ./sctpddp/...
 
 echo "== the Linux guest of the interop tests (scripts/linux-guest; cached, minutes when not)"
 # It installs what its build needs (the kernel headers of the guest's ABI).
