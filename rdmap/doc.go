@@ -54,7 +54,9 @@
 // error handling of §7. RFC 7306: Atomic Operations (FetchAdd and CmpSwap,
 // plain and masked, on a 64-bit aligned word; the responder carries each
 // out with one hardware atomic instruction, so operations are atomic
-// across every queue pair of the process) and Immediate Data (8 octets
+// across every queue pair of the process, and with the program's own
+// sync/atomic operations on MemoryRegion.Word, which §5.4 makes
+// OPTIONAL) and Immediate Data (8 octets
 // that complete a receive at the peer; Completion.Imm). RFC 7306 leaves
 // the agreement on the extensions and on the atomic limits to the ULP;
 // QPConfig.NoAtomics and NoImmediate make a queue pair without them, as
