@@ -233,8 +233,13 @@ try {
     }));
     if (atomicRows.req < 7 || atomicRows.resp < 7) throw new Error(`the ladder shows ${atomicRows.req} Atomic Requests placed at the Go peer and ${atomicRows.resp} Atomic Responses, want 7 each`);
     console.log(`   counter 7 after 5 FetchAdds and 2 Go-side increments, then 100 by CmpSwap; ladder: ${atomicRows.req} segments of Atomic Requests placed at the Go peer (52 octets and their header in 48-octet segments), ${atomicRows.resp} Atomic Responses`);
-    await page.selectOption("#a-op", "fetchadd");
-    await page.fill("#a-data", "1");
+    // The walk-through's step does the same.
+    await page.click('#tour-steps button[data-do="atomic"]');
+    await page.waitForSelector('#tour-steps li[data-step="atomic"].done', { timeout: T });
+    // Its increment goes by the signalling channel, its FetchAdd by the
+    // data channel: either may come first; both count.
+    await page.waitForFunction(() => /the word held 10[01] before it/.test(document.getElementById("log").textContent), null, { timeout: T });
+    await page.waitForFunction(() => (document.querySelector('#remote-regions .region[data-name="Go peer counter"] .textview')?.textContent || "").endsWith(": 102"), null, { timeout: T });
     await page.screenshot({ path: join(out, "03b-atomic.png"), fullPage: true });
 
     step(`burst: 2000 Writes, placements drawn at ${minRate} a second or more`);

@@ -1235,6 +1235,7 @@ function atomicChanged(side, ev, now) {
 // it brought back (the peer's word before the operation).
 function atomicCompleted(ev) {
   S.atomicOrig = ev.orig;
+  if (S.tourAtomic) tourDone("atomic");
   log((ev.op === "FETCH_ADD" ? "FetchAdd" : "CmpSwap") + " WR " + ev.wrid + " completed: the word held " + ev.orig + " before it");
   showCounter();
 }
@@ -1341,6 +1342,19 @@ const tourSteps = {
     $("s-variant").value = "send";
     $("s-data").value = "untagged: placed in any order, delivered when whole";
     actSend();
+  },
+  atomic: () => {
+    if (!needConn()) return;
+    const c = counterRegion();
+    if (!c) return log("This peer has no counter: connect to the Go peer.", "err");
+    goCmd("increment");
+    $("a-op").value = "fetchadd";
+    atomicOpChanged();
+    $("a-data").value = "1";
+    $("a-stag").value = String(c.stag);
+    $("a-off").value = "0";
+    S.tourAtomic = true;
+    actAtomic();
   },
   streams: () => {
     if (S.connected && S.streams > 1 && S.transport === "dc") { startSteady(); holdStream(); return; }
