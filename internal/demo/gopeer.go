@@ -15,10 +15,10 @@ const (
 	goMemLen  = 1024 // more than one SCTP packet's worth: a Write of it can arrive out of order
 	goMemBase = 0x1000
 	goRecvLen = 64
+	goRecvs   = 2
 	// The shared counter: one 64-bit word that the page's Atomic
 	// Operations (RFC 7306) and the Go peer's own atomic adds change.
 	goCounterBase = 0x8000
-	goRecvs       = 2
 	goFlushGap    = 40 * time.Millisecond // events are sent to the page in batches
 	statsGap      = 250 * time.Millisecond
 	maxHold       = 10 * time.Second
