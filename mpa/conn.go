@@ -71,7 +71,8 @@ type Config struct {
 	// TCP connection until its Conn closes; Backlog the Requests waiting
 	// for Accept. Defaults DefaultMaxStartups, DefaultMaxPerPeer,
 	// DefaultBacklog. Refused, if set, hears of every connection a
-	// Listener refused and why (ErrPeerLimit, ErrBacklog).
+	// Listener refused and why (ErrPeerLimit, ErrBacklog), before the
+	// peer is closed or rejected.
 	MaxStartups int
 	MaxPerPeer  int
 	Backlog     int

@@ -126,8 +126,8 @@ func (l *Listener) loop() {
 		peer := peerAddr(nc.RemoteAddr())
 		if !l.addPeer(peer) {
 			<-l.startups
-			nc.Close()
 			l.refused(nc.RemoteAddr(), ErrPeerLimit)
+			nc.Close()
 			continue
 		}
 		l.wg.Add(1)
@@ -145,8 +145,8 @@ func (l *Listener) loop() {
 			select {
 			case l.pending <- r:
 			case <-t.C:
-				r.Reject(nil, 0, 0)
 				l.refused(nc.RemoteAddr(), ErrBacklog)
+				r.Reject(nil, 0, 0)
 			case <-l.done:
 				r.Reject(nil, 0, 0)
 			}
@@ -276,8 +276,8 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 		select {
 		case r := <-l.pending:
 			if time.Now().After(r.deadline) {
-				r.Reject(nil, 0, 0)
 				l.refused(r.RemoteAddr(), ErrBacklog)
+				r.Reject(nil, 0, 0)
 				continue
 			}
 			return r, nil
