@@ -34,6 +34,19 @@ type LLP interface {
 	// LLP stream's loss.
 	Flush() error
 
+	// WriteNow writes one segment, as WriteSegment and Flush would, if the
+	// LLP can take it at once without waiting for the peer or the
+	// network, and reports whether it did; false means it wrote nothing,
+	// and the caller sends the segment the usual way from a goroutine
+	// that may wait. It is called only when no segment is kept for a
+	// Flush, and only on the LLP's receive side, while it delivers a
+	// segment (Stream.Receive). RDMAP's receive side answers a Read or Atomic Request with it
+	// while the send side is idle, so that the answer leaves without a
+	// hand-off to the send goroutine; it must never wait for room (if
+	// both ends' receive sides waited for room to write, neither would
+	// read again). An LLP whose writes may wait reports false.
+	WriteNow(hdr []byte, payload [][]byte) (bool, error)
+
 	// Poll does the LLP's receive work on the calling goroutine, a
 	// goroutine waiting for what only this stream's incoming segments can
 	// bring (RDMAP's completion queue waiter), until done reports true or
@@ -119,6 +132,61 @@ func (s *Sender) SendUntagged(rsvdULP [5]byte, qn uint32, sgl [][]byte) (uint32,
 	// targeting the specific Queue Number" (RFC 5041 §4.3).
 	s.msn[qn] = msn + 1
 	return msn, nil
+}
+
+// SendTaggedNow sends a tagged message of one segment with the LLP's
+// WriteNow, and reports whether it did: false (a message longer than one
+// segment, or an LLP that cannot take it at once) means nothing was sent.
+func (s *Sender) SendTaggedNow(rsvdULP byte, stag uint32, to uint64, sgl [][]byte) (bool, error) {
+	n, err := sglLen(sgl)
+	if err != nil {
+		return false, err
+	}
+	if n > 0 && to > math.MaxUint64-uint64(n-1) {
+		return false, ErrTOWrap
+	}
+	h := Header{Tagged: true, DV: Version, STag: stag, TO: to}
+	h.RsvdULP[0] = rsvdULP
+	return s.sendNow(&h, sgl, n)
+}
+
+// SendUntaggedNow sends an untagged message of one segment on queue qn
+// with the LLP's WriteNow, and reports whether it did; false means
+// nothing was sent and no MSN was used.
+func (s *Sender) SendUntaggedNow(rsvdULP [5]byte, qn uint32, sgl [][]byte) (bool, error) {
+	if int(qn) >= len(s.msn) {
+		return false, fmt.Errorf("ddp: queue number %d is not one of this stream's %d queues", qn, len(s.msn))
+	}
+	n, err := sglLen(sgl)
+	if err != nil {
+		return false, err
+	}
+	h := Header{DV: Version, RsvdULP: rsvdULP, QN: qn, MSN: s.msn[qn]}
+	ok, err := s.sendNow(&h, sgl, n)
+	if ok {
+		s.msn[qn]++ // RFC 5041 §4.3, as in SendUntagged
+	}
+	return ok, err
+}
+
+// sendNow hands a message of one segment to the LLP's WriteNow.
+func (s *Sender) sendNow(h *Header, sgl [][]byte, n uint64) (bool, error) {
+	if n > uint64(s.llp.MULPDU()-h.Len()) {
+		return false, nil
+	}
+	h.Last = true
+	hdr := h.Append(s.hdr[:0])
+	s.pieces = append(s.pieces[:0], sgl...)
+	ok, err := s.llp.WriteNow(hdr, s.pieces)
+	clear(s.pieces)
+	if !ok || err != nil {
+		return false, err
+	}
+	if s.obs != nil {
+		s.obs.Observe(segmentEvent(trace.SegmentSent, s.stream, s.seq, h, uint32(n)))
+	}
+	s.seq++
+	return true, nil
 }
 
 func sglLen(sgl [][]byte) (uint64, error) {

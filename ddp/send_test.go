@@ -11,11 +11,18 @@ import (
 type recorder struct {
 	mulpdu int
 	segs   [][]byte
+	busy   bool // WriteNow refuses
 }
 
 func (r *recorder) MULPDU() int                            { return r.mulpdu }
 func (r *recorder) Flush() error                           { return nil }
 func (r *recorder) Poll(context.Context, func() bool) bool { return false }
+func (r *recorder) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
+	if r.busy {
+		return false, nil
+	}
+	return true, r.WriteSegment(hdr, payload)
+}
 func (r *recorder) WriteSegment(hdr []byte, payload [][]byte) error {
 	seg := append([]byte(nil), hdr...)
 	for _, p := range payload {
@@ -194,6 +201,7 @@ type nopLLP struct{ mulpdu int }
 func (n nopLLP) MULPDU() int                           { return n.mulpdu }
 func (nopLLP) WriteSegment(_ []byte, _ [][]byte) error { return nil }
 func (nopLLP) Flush() error                            { return nil }
+func (nopLLP) WriteNow([]byte, [][]byte) (bool, error) { return true, nil }
 func (nopLLP) Poll(context.Context, func() bool) bool  { return false }
 
 func TestSendAllocs(t *testing.T) {
@@ -230,4 +238,51 @@ func sizeName(n int) string {
 		return strconv.Itoa(n>>10) + "KiB"
 	}
 	return strconv.Itoa(n) + "B"
+}
+
+// TestSendNow: a message of one segment goes through WriteNow with the
+// header SendUntagged would give it; a longer one, or one the LLP
+// refuses, is not sent and uses no MSN.
+func TestSendNow(t *testing.T) {
+	r := &recorder{mulpdu: 100}
+	s := NewSender(r, 4, 0, nil)
+	if ok, err := s.SendUntaggedNow([5]byte{0x4b}, 3, [][]byte{pattern(12)}); !ok || err != nil {
+		t.Fatalf("one segment: %v %v", ok, err)
+	}
+	if ok, err := s.SendUntaggedNow([5]byte{0x4b}, 3, [][]byte{pattern(100)}); ok || err != nil {
+		t.Fatalf("two segments: %v %v", ok, err)
+	}
+	r.busy = true
+	if ok, err := s.SendUntaggedNow([5]byte{0x4b}, 3, [][]byte{pattern(12)}); ok || err != nil {
+		t.Fatalf("refused: %v %v", ok, err)
+	}
+	if ok, err := s.SendTaggedNow(0x41, 7, 0x100, [][]byte{pattern(8)}); ok || err != nil {
+		t.Fatalf("refused tagged: %v %v", ok, err)
+	}
+	r.busy = false
+	if _, err := s.SendUntagged([5]byte{0x4b}, 3, [][]byte{pattern(12)}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.SendTaggedNow(0x41, 7, 0x100, [][]byte{pattern(8)}); !ok || err != nil {
+		t.Fatalf("tagged: %v %v", ok, err)
+	}
+	if len(r.segs) != 3 {
+		t.Fatalf("%d segments, want 3", len(r.segs))
+	}
+	for i, want := range []uint32{1, 2} {
+		h, _, err := ParseHeader(r.segs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Tagged || h.QN != 3 || h.MSN != want || h.MO != 0 || !h.Last {
+			t.Errorf("segment %d: %+v, want QN 3 MSN %d, last", i, h, want)
+		}
+	}
+	h, _, err := ParseHeader(r.segs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Tagged || h.STag != 7 || h.TO != 0x100 || !h.Last || h.RsvdULP[0] != 0x41 {
+		t.Errorf("tagged segment: %+v", h)
+	}
 }

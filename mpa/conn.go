@@ -178,6 +178,13 @@ type Conn struct {
 	delay     time.Duration
 	responder bool
 
+	// The send side: the Writer, used under wmu (WriteSegment and Flush
+	// by the one sending goroutine, WriteNow, and the goroutine that
+	// finishes what WriteNow's write left); tryNow makes WriteNow's write
+	// (nil where it cannot: writev_other.go, TLS, a traced connection).
+	wmu    sync.Mutex
+	tryNow func([][]byte) (int, error)
+
 	// The receive side (poll.go): rx is the receive token; its holder
 	// owns the Reader and seq.
 	rx        sync.Mutex
@@ -219,6 +226,8 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	case <-c.closed:
 		return ddp.Lost(net.ErrClosed)
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.delay > 0 {
 		time.Sleep(c.delay)
 		c.delay = 0
@@ -236,7 +245,11 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 }
 
 // Flush implements ddp.LLP: one gather write of what WriteSegment queued.
-func (c *Conn) Flush() error { return c.w.Flush() }
+func (c *Conn) Flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.w.Flush()
+}
 
 // Err returns why the connection ended, if it ended by itself.
 func (c *Conn) Err() error {
@@ -279,6 +292,7 @@ func (c *Conn) Close() error {
 func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx Options, responder bool) *Conn {
 	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{})}
 	c.w = NewWriter(nc, tx)
+	c.tryNow = newTryNow(nc)
 	c.r = NewReader(nc, rx)
 	c.r.SetPartialTimeout(cfg.partialTimeout())
 	c.r.interrupted = c.kicked.Load

@@ -95,6 +95,10 @@ func (r *Reader) Options() Options { return r.opts }
 // position of the next FPDU (of its Marker, if one precedes it).
 func (r *Reader) Offset() uint64 { return r.pos }
 
+// Buffered returns the octets of the stream read and not yet consumed
+// by Next.
+func (r *Reader) Buffered() int { return r.wr - r.rd }
+
 // Err returns the Reader's sticky error, if any.
 func (r *Reader) Err() error { return r.err }
 

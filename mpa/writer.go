@@ -48,6 +48,11 @@ type Writer struct {
 	bufs [][]byte    // the gather list; its backing array is reused
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
 	run  uint32      // running CRC of the current FPDU
+
+	// rest is what WriteNow's write left of its FPDU, copied into spill;
+	// it leaves before anything else.
+	rest  []byte
+	spill []byte
 }
 
 // maxQueued bounds the FPDUs Queue holds before it writes them: the
@@ -179,21 +184,80 @@ func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
 	}
+	if len(w.rest) > 0 {
+		_, err := w.w.Write(w.rest)
+		w.rest = nil
+		if err != nil {
+			w.err = ddp.Lost(err)
+			w.reset()
+			return w.err
+		}
+	}
 	if w.queued == 0 {
 		return nil
 	}
 	w.nb = w.bufs
 	_, err := w.nb.WriteTo(w.w)
 	w.nb = nil
-	clear(w.bufs)
-	w.bufs = w.bufs[:0]
-	w.queued = 0
+	w.reset()
 	if err != nil {
 		// The stream's framing is lost with the octets not written.
 		w.err = ddp.Lost(err)
 	}
 	return w.err
 }
+
+// reset empties the gather list.
+func (w *Writer) reset() {
+	clear(w.bufs)
+	w.bufs = w.bufs[:0]
+	w.queued = 0
+}
+
+// WriteNow makes one FPDU, as Queue does, and hands its gather list to
+// try, which writes what the connection takes at once (a non-blocking
+// writev) and returns the octets written. It reports whether the FPDU was
+// taken: false when nothing was written, and then the Writer is as it
+// was; true when all was written, or part, the rest copied to leave at
+// the next Flush before anything else (Pending). It keeps no reference to
+// hdr or the payload, and needs an empty gather list (it returns false
+// otherwise).
+func (w *Writer) WriteNow(hdr []byte, payload [][]byte, try func([][]byte) (int, error)) (bool, error) {
+	if w.err != nil {
+		return false, w.err
+	}
+	if w.queued != 0 || len(w.rest) > 0 {
+		return false, nil
+	}
+	start := w.pos
+	if err := w.Queue(hdr, payload); err != nil {
+		return false, err
+	}
+	n, err := try(w.bufs)
+	if err != nil {
+		w.reset()
+		w.err = ddp.Lost(err)
+		return false, w.err
+	}
+	if n == 0 {
+		w.pos = start
+		w.reset()
+		return false, nil
+	}
+	w.spill = w.spill[:0]
+	for _, b := range w.bufs {
+		k := min(n, len(b))
+		n -= k
+		w.spill = append(w.spill, b[k:]...)
+	}
+	w.rest = w.spill
+	w.reset()
+	return true, nil
+}
+
+// Pending reports whether part of an FPDU that WriteNow took waits for
+// Flush.
+func (w *Writer) Pending() bool { return len(w.rest) > 0 }
 
 // add appends p to the gather list, cut where Markers are due, and runs
 // the CRC over it. It reports false if a Marker's FPDUPTR would overflow.

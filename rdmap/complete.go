@@ -29,6 +29,23 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 	signal(qp.sqChanged)
 }
 
+// awaitsWire reports whether the send queue holds one work request, an
+// RDMA Read or an Atomic whose Request has been sent: its Response, an
+// incoming segment, completes it, and completions are reported in order,
+// so a Send or Write posted meanwhile is not reported before it. With
+// more work outstanding, a waiter does not poll: the receive goroutine
+// placing Responses while the waiter posts more is worth more than the
+// wake-up saved (docs/performance.md).
+func (qp *QueuePair) awaitsWire() bool {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if len(qp.sq) != 1 || qp.started != 1 {
+		return false
+	}
+	k := qp.sq[0].kind
+	return k == kindRead || k == kindAtomic
+}
+
 // newEntry returns a send queue entry to fill: one the queue pair has
 // finished with, or a new one, so that posting allocates nothing once the
 // send queue has been as deep as it gets.

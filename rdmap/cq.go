@@ -126,12 +126,11 @@ type CompletionQueue struct {
 	overrun  bool
 
 	// The queue pairs that report here: a waiter may do the receive work
-	// itself (ddp.LLP's Poll) when this is the receive CQ of exactly one
-	// queue pair and no queue pair's send CQ, since then only that queue
-	// pair's received segments (or a flush, which closes its LLP) bring
-	// completions.
+	// itself (ddp.LLP's Poll) when this CQ serves one queue pair only and
+	// its next completion can come only from that queue pair's received
+	// segments (or a flush, which closes its LLP): see pollQP.
 	recvQPs []*QueuePair
-	sendQPs int
+	sendQPs []*QueuePair
 	ready   func() bool // cq.nonEmpty, made once
 }
 
@@ -163,29 +162,45 @@ func (cq *CompletionQueue) attach(qp *QueuePair, recv bool) {
 	if recv {
 		cq.recvQPs = append(cq.recvQPs, qp)
 	} else {
-		cq.sendQPs++
+		cq.sendQPs = append(cq.sendQPs, qp)
 	}
 }
 
 func (cq *CompletionQueue) detach(qp *QueuePair, recv bool) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
+	qps := &cq.sendQPs
 	if recv {
-		if i := slices.Index(cq.recvQPs, qp); i >= 0 {
-			cq.recvQPs = slices.Delete(cq.recvQPs, i, i+1)
-		}
-	} else {
-		cq.sendQPs--
+		qps = &cq.recvQPs
+	}
+	if i := slices.Index(*qps, qp); i >= 0 {
+		*qps = slices.Delete(*qps, i, i+1)
 	}
 }
 
 // pollQP returns the queue pair whose LLP's receive work a waiter may do
-// itself, or nil. The caller holds cq.mu.
-func (cq *CompletionQueue) pollQP() *QueuePair {
-	if cq.sendQPs != 0 || len(cq.recvQPs) != 1 {
-		return nil
+// itself, or nil: the one queue pair this CQ serves (its receives, its
+// send queue or both). sends reports that the CQ serves its send queue:
+// the waiter may then poll only while that queue pair's next send
+// completion is a Read's or an Atomic's (QueuePair.awaitsWire). A received
+// Send completes only when its segments arrive; so does a Read or an
+// Atomic, and the send queue completes in order, so that a Send or Write
+// posted meanwhile (completed by the send route after its Flush) is not
+// reported before it. The caller holds cq.mu.
+func (cq *CompletionQueue) pollQP() (qp *QueuePair, sends bool) {
+	switch {
+	case len(cq.recvQPs) > 1 || len(cq.sendQPs) > 1:
+		return nil, false
+	case len(cq.recvQPs) == 1:
+		qp = cq.recvQPs[0]
+		if len(cq.sendQPs) == 1 && cq.sendQPs[0] != qp {
+			return nil, false
+		}
+		return qp, len(cq.sendQPs) == 1
+	case len(cq.sendQPs) == 1:
+		return cq.sendQPs[0], true
 	}
-	return cq.recvQPs[0]
+	return nil, false
 }
 
 func (cq *CompletionQueue) nonEmpty() bool {
@@ -255,10 +270,12 @@ func (cq *CompletionQueue) wakeOne() {
 
 // Wait returns the next completion, waiting for one until ctx is done.
 //
-// When this is the receive CQ of a single queue pair, and of no send
-// queue, the waiting goroutine lets the queue pair's LLP do its receive
-// work on it (ddp.LLP's Poll; MPA over plain TCP can), so that the
-// network wakes the waiter itself.
+// When this CQ serves a single queue pair and its next completion can
+// come only from that queue pair's incoming segments (a receive, or the
+// Response to the oldest outstanding Read or Atomic), the waiting
+// goroutine lets the queue pair's LLP do its receive work on it
+// (ddp.LLP's Poll; MPA over plain TCP can), so that the network wakes the
+// waiter itself.
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
 	// Poll for a while first if asked to (SetSpin), as RDMA applications
@@ -281,11 +298,11 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			return one[0], nil
 		}
 		cq.mu.Lock()
-		qp := cq.pollQP()
+		qp, sends := cq.pollQP()
 		cq.mu.Unlock()
 		// Not under cq.mu: a queue pair reports completions holding its
 		// own lock, which therefore comes first.
-		if qp != nil && ctx.Err() == nil {
+		if qp != nil && ctx.Err() == nil && (!sends || qp.awaitsWire()) {
 			if llp := qp.receiver(); llp != nil && llp.Poll(ctx, cq.ready) {
 				continue
 			}

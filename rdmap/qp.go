@@ -119,6 +119,7 @@ type QueuePair struct {
 	sent      []*sqEntry // Sends and Writes given to the LLP, to complete after its Flush
 	responses []response // taken from qp.queued for one batch
 	wrs       []*sqEntry // taken from the send queue for one batch
+	now       response   // the Response answer sends (its body must not be on a stack)
 
 	mu         sync.Mutex // guards the fields below
 	state      State
@@ -212,6 +213,7 @@ type response struct {
 	word   *uint64
 	reg    *region
 	req    AtomicRequest
+	done   bool // carried out: body holds the Atomic Response
 	body   [AtomicResponseLen]byte
 }
 

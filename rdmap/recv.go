@@ -129,9 +129,13 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 		qp.mu.Lock()
 		e := qp.reads[0] // CheckSegment made sure there is one
 		qp.reads = dropFirst(qp.reads)
+		waiting := qp.started < len(qp.sq)
 		qp.mu.Unlock()
-		// A work request may be waiting for this Read (the ORD, a Fence).
-		signal(qp.wake)
+		if waiting {
+			// A work request may be waiting for this Read (the ORD, a
+			// Fence).
+			signal(qp.wake)
+		}
 		// "An RDMA Read operation MUST NOT be Completed at the Local Peer
 		// until the DDP layer Delivers the associated incoming RDMA Read
 		// Response Message." (§5.5 rule 19)
@@ -239,18 +243,15 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	}
 	// "RDMA Read Response Message processing at the Remote Peer ... MUST
 	// be started only after the RDMA Read Request Message has been
-	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The send
-	// goroutine sends it; the IRD bounds the Responses queued.
+	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The IRD
+	// bounds the Responses queued.
 	qp.inReads.Add(1)
-	qp.mu.Lock()
-	qp.queued = append(qp.queued, response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
-	qp.mu.Unlock()
-	signal(qp.wake)
+	qp.answer(response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 }
 
-// deliverAtomicRequest checks a delivered Atomic Request and queues it
-// for the send route, which carries it out and answers it in its turn
-// among the Read Responses (send.go). "The Responder's RDMAP layer MUST
+// deliverAtomicRequest checks a delivered Atomic Request and hands it to
+// the send route (answer), which carries it out and answers it in its
+// turn among the Read Responses (send.go). "The Responder's RDMAP layer MUST
 // process an Atomic Operation Request Message. A valid Atomic Operation
 // Request Message MUST NOT be delivered to the Responder's ULP" (RFC 7306
 // §5.2.1 item 3): nothing reaches a completion queue. "Atomic Operation
@@ -320,10 +321,7 @@ func (qp *QueuePair) deliverAtomicRequest(d *ddp.Delivery) {
 		return
 	}
 	qp.inAtomics.Add(1)
-	qp.mu.Lock()
-	qp.queued = append(qp.queued, response{atomic: true, word: word, reg: reg, req: req, buf: d.Buffer})
-	qp.mu.Unlock()
-	signal(qp.wake)
+	qp.answer(response{atomic: true, word: word, reg: reg, req: req, buf: d.Buffer})
 }
 
 // deliverAtomicResponse completes the oldest outstanding Atomic
@@ -363,8 +361,11 @@ func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
 	// outstanding, and a work request waiting for the AtomicORD may go.
 	qp.stream.Post(QNAtomicResp, d.Buffer)
 	qp.atomics = dropFirst(qp.atomics)
+	waiting := qp.started < len(qp.sq)
 	qp.mu.Unlock()
-	signal(qp.wake)
+	if waiting {
+		signal(qp.wake)
+	}
 	qp.complete(e, StatusSuccess, nil)
 }
 

@@ -9,16 +9,19 @@ import (
 )
 
 // The send side of a queue pair. Posting goroutines queue work requests
-// on the send queue (qp.sq), the receive goroutine queues Read Responses
-// (qp.queued) and the Terminate (qp.terminate). One route sends them:
-// drain, run by whoever holds sendMu. It takes what can start at once,
-// hands it to DDP and the LLP and then flushes the LLP, so that what was
-// queued together leaves together (MPA gathers the FPDUs into one
-// writev), and only then completes the Sends and Writes among it (RFC
+// on the send queue (qp.sq), the receive side queues Read and Atomic
+// Responses (qp.queued) and the Terminate (qp.terminate). One route sends
+// them: drain, run by whoever holds sendMu. It takes what can start at
+// once, hands it to DDP and the LLP and then flushes the LLP, so that
+// what was queued together leaves together (MPA gathers the FPDUs into
+// one writev), and only then completes the Sends and Writes among it (RFC
 // 5040 §5.5 rule 14). A posting goroutine drains when it finds the send
 // side idle (QueuePair.kick); the queue pair's send goroutine drains
-// otherwise: the receive goroutine never writes (if both ends' receive
-// goroutines waited for room to write, neither would read again).
+// otherwise. The receive side never waits to write (if both ends'
+// receive sides waited for room to write, neither would read again): it
+// sends a Response itself only when the send side is idle, nothing is
+// queued before it, and the LLP takes it at once (answer); otherwise the
+// send goroutine sends it.
 
 // maxBatch bounds the messages the send goroutine hands to the LLP
 // between two flushes, and maxBatchBytes their payload: completions are
@@ -141,6 +144,69 @@ loop:
 	}
 	qp.mu.Unlock()
 	return responses, wrs, len(responses)+len(wrs) == 0
+}
+
+// answer sends a Read or Atomic Response for a Request the receive side
+// has just delivered, or queues it for the send goroutine. It sends it
+// itself, saving the round trip a hand-off to the send goroutine costs
+// (docs/performance.md), only if the send route is idle (so nothing of
+// this stream is being written), no Response is queued before this one
+// (RFC 5040 §5.2.2, RFC 7306 §5.4 rule 8: Responses leave in Request
+// order) and the LLP takes the Response's one segment without waiting
+// (ddp.LLP's WriteNow).
+func (qp *QueuePair) answer(r response) {
+	if qp.sendMu.TryLock() {
+		qp.mu.Lock()
+		idle := qp.state == StateRunning && !qp.faulted && len(qp.queued) == 0
+		qp.mu.Unlock()
+		if idle {
+			qp.now = r
+			sent := qp.answerNow(&qp.now)
+			r = qp.now
+			qp.now = response{}
+			if sent {
+				qp.sendMu.Unlock()
+				return
+			}
+		}
+		qp.sendMu.Unlock()
+	}
+	qp.mu.Lock()
+	qp.queued = append(qp.queued, r)
+	qp.mu.Unlock()
+	signal(qp.wake)
+}
+
+// answerNow tries to send r at once and reports whether it did (or the
+// stream stopped instead): false leaves it for the send route, an Atomic
+// carried out already (r.done). The caller holds sendMu. The queue 1
+// buffer is posted again after the Response is sent, not before as in
+// send: the next Request can only be delivered by this same receive side,
+// after this returns.
+func (qp *QueuePair) answerNow(r *response) bool {
+	if !r.atomic {
+		ok, err := qp.sender.SendTaggedNow(byte(MakeControl(OpReadResponse)), r.sinkSTag, r.sinkTO, [][]byte{r.src})
+		if !ok || err != nil {
+			// An error is the LLP's and stays with it: the send route
+			// meets it again and stops the stream.
+			return false
+		}
+		qp.stream.Post(QNReadReq, r.buf)
+		qp.inReads.Add(-1)
+		return true
+	}
+	if !r.done {
+		if err := qp.executeAtomic(r); err != nil {
+			return true
+		}
+	}
+	ok, err := qp.sender.SendUntaggedNow([5]byte{byte(MakeControl(OpAtomicResponse))}, QNAtomicResp, [][]byte{r.body[:]})
+	if !ok || err != nil {
+		return false
+	}
+	qp.stream.Post(QNReadReq, r.buf)
+	qp.inAtomics.Add(-1)
+	return true
 }
 
 // nextQN1MSN returns the MSN that DDP will give the next message on
@@ -278,12 +344,32 @@ func (qp *QueuePair) run(e *sqEntry) error {
 	return nil
 }
 
-// answerAtomic carries out a delivered Atomic Request and hands its
-// Atomic Response to DDP (RFC 7306 §5.2.1 item 8: "If the Responder
-// receives a valid Atomic Operation Request Message, it MUST respond with
-// a valid Atomic Operation Response Message"). The queue 1 buffer (one
-// of AtomicIRD) is posted again first, as a Read Request's is.
+// answerAtomic carries out a delivered Atomic Request, unless answerNow
+// did, and hands its Atomic Response to DDP (RFC 7306 §5.2.1 item 8: "If
+// the Responder receives a valid Atomic Operation Request Message, it
+// MUST respond with a valid Atomic Operation Response Message"). The
+// queue 1 buffer (one of AtomicIRD) is posted again first, as a Read
+// Request's is.
 func (qp *QueuePair) answerAtomic(r *response) error {
+	if !r.done {
+		if err := qp.executeAtomic(r); err != nil {
+			return err
+		}
+	}
+	qp.stream.Post(QNReadReq, r.buf)
+	qp.inAtomics.Add(-1)
+	// "An Atomic Operation Response Message MUST consume an Untagged
+	// Buffer. That is, the Responder RDMAP layer MUST request that the DDP
+	// mark the Message as Untagged", and "MUST request that the DDP layer
+	// set the Queue Number field to 3" (§5.2.2 items 2 and 3).
+	_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpAtomicResponse))}, QNAtomicResp, [][]byte{r.body[:]})
+	return err
+}
+
+// executeAtomic carries out r's Atomic Operation on the word and makes
+// its Atomic Response in r.body. It returns errStreamStopped when the
+// region is no longer valid.
+func (qp *QueuePair) executeAtomic(r *response) error {
 	d := qp.pd.dev
 	d.mu.RLock()
 	valid := r.reg.valid
@@ -304,16 +390,10 @@ func (qp *QueuePair) answerAtomic(r *response) error {
 		qp.obs.Observe(trace.Event{Kind: trace.AtomicExecuted, Stream: qp.cfg.StreamID, Tagged: true,
 			Opcode: uint8(r.req.Op), STag: r.req.STag, TO: r.req.TO, Len: 8})
 	}
-	qp.stream.Post(QNReadReq, r.buf)
-	qp.inAtomics.Add(-1)
 	resp := AtomicResponse{OrigReqID: r.req.ReqID, OrigValue: orig}
 	resp.Append(r.body[:0])
-	// "An Atomic Operation Response Message MUST consume an Untagged
-	// Buffer. That is, the Responder RDMAP layer MUST request that the DDP
-	// mark the Message as Untagged", and "MUST request that the DDP layer
-	// set the Queue Number field to 3" (§5.2.2 items 2 and 3).
-	_, err := qp.sender.SendUntagged([5]byte{byte(MakeControl(OpAtomicResponse))}, QNAtomicResp, [][]byte{r.body[:]})
-	return err
+	r.done = true
+	return nil
 }
 
 // errStreamStopped: the send route found an error of its own and stopped

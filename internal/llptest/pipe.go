@@ -135,6 +135,26 @@ func (e *End) WriteSegment(hdr []byte, payload [][]byte) error {
 	d.mu.Lock()
 	cut, err := e.write(d, hdr, payload)
 	d.mu.Unlock()
+	return e.cutIf(cut, err)
+}
+
+// WriteNow implements ddp.LLP: WriteSegment when a packet buffer and room
+// in the other end's queue are there already.
+func (e *End) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
+	d := e.out
+	d.mu.Lock()
+	// Only writers, all under d.mu, take buffers and fill the queue: what
+	// is there now stays there for this write.
+	if len(d.free) == 0 || len(d.ch) == cap(d.ch) {
+		d.mu.Unlock()
+		return false, nil
+	}
+	cut, err := e.write(d, hdr, payload)
+	d.mu.Unlock()
+	return true, e.cutIf(cut, err)
+}
+
+func (e *End) cutIf(cut bool, err error) error {
 	if cut {
 		// Outside d.mu: the receivers' Fail may send (a Terminate).
 		e.p.cut()
