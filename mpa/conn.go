@@ -187,14 +187,15 @@ type Conn struct {
 
 	// The receive side (poll.go): rx is the receive token; its holder
 	// owns the Reader and seq.
-	rx        sync.Mutex
-	seq       uint32          // the sequence number of the next segment on the stream
-	want      atomic.Bool     // a waiter asks for the token
-	releases  atomic.Uint64   // the times a waiter let go of the token
-	rxEnded   atomic.Bool     // the receive side has ended: nobody reads any more
-	kicked    atomic.Bool     // the read deadline is in the past (kickIfDone)
-	kmu       sync.Mutex      // guards holderCtx; serialises kickIfDone and unkick
-	holderCtx context.Context // the context of the waiter holding the token
+	rx         sync.Mutex
+	seq        uint32          // the sequence number of the next segment on the stream
+	want       atomic.Bool     // a waiter asks for the token
+	releases   atomic.Uint64   // the times a waiter let go of the token
+	rxEnded    atomic.Bool     // the receive side has ended: nobody reads any more
+	kicked     atomic.Bool     // the read deadline is in the past (kickIfDone)
+	kmu        sync.Mutex      // guards holderCtx and holderDone; serialises kickIfDone and unkick
+	holderCtx  context.Context // the context of the waiter holding the token
+	holderDone func() bool     // and what it waits for
 
 	onClose    func() // the Listener's count of the peer's connections
 	closeOnce  sync.Once
@@ -264,6 +265,9 @@ func (c *Conn) Err() error {
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
+		// A waiter reading the socket stops (Poll), and the receive
+		// goroutine reads on until the peer's FIN.
+		c.kickIfDone(true)
 		if c.firstTimer != nil {
 			c.firstTimer.Stop()
 		}

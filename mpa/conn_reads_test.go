@@ -4,6 +4,7 @@ package mpa
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -137,4 +138,131 @@ func TestConnReadResponsesSlowReader(t *testing.T) {
 	}
 	ac.Close()
 	bc.Close()
+}
+
+// Both ends, at once, RDMA Write 128 KiB to each other, then Read a few
+// KiB back and FetchAdd a counter on the other end, each operation waited
+// for before the next, with socket buffers far smaller than the Writes:
+// the receive side answers the Reads and Atomics itself when it can
+// (WriteNow) and the send goroutine answers otherwise, the requester's
+// waiter reads its socket itself while its one Read or Atomic is
+// outstanding; nothing deadlocks, every Read returns what the Writes put
+// there, and each counter ends at the number of FetchAdds.
+func TestConnAnswersBesideWrites(t *testing.T) {
+	noLeaks(t)
+	qcfg := rdmap.QPConfig{IRD: 4, ORD: 4, AtomicIRD: 2, AtomicORD: 2, SendDepth: 16}
+	a, b := newPeer(t, qcfg), newPeer(t, qcfg)
+	ac, bc := connectPair(t, Config{}, Config{}, a, b)
+	for _, c := range []*Conn{ac, bc} {
+		c.nc.(*net.TCPConn).SetWriteBuffer(24 << 10)
+		c.nc.(*net.TCPConn).SetReadBuffer(48 << 10)
+		// Every other answer the socket takes only half of at once, so
+		// that the rest of it leaves on WriteNow's own goroutine.
+		c.wmu.Lock()
+		c.tryNow = halveEveryOther(c.tryNow)
+		c.wmu.Unlock()
+	}
+	const (
+		rounds = 150
+		wlen   = 128 << 10
+		rlen   = 6000
+	)
+	type side struct {
+		p                   *peer
+		src, sink, res, ctr *rdmap.MemoryRegion
+		target, counter     *rdmap.MemoryRegion // the other end's
+	}
+	mk := func(p *peer, seed byte) *side {
+		s := &side{p: p, src: p.Reg(t, wlen, 0), sink: p.Reg(t, rlen, rdmap.LocalWrite), res: p.Reg(t, 8, rdmap.LocalWrite)}
+		fillp(s.src.Bytes(), seed)
+		s.ctr = p.Reg(t, wlen, rdmap.RemoteWrite|rdmap.RemoteRead|rdmap.RemoteAtomic)
+		return s
+	}
+	sa, sb := mk(a, 3), mk(b, 4)
+	sa.target, sb.target = sb.ctr, sa.ctr
+	run := func(s *side) error {
+		ctx := tctx(t)
+		wait := func(id uint64) error {
+			c, err := s.p.SCQ.Wait(ctx)
+			if err != nil {
+				return err
+			}
+			if c.Status != rdmap.StatusSuccess || c.WRID != id {
+				return fmt.Errorf("completion %+v, want WRID %d", c, id)
+			}
+			return nil
+		}
+		for i := range rounds {
+			id := uint64(i) * 3
+			off := 8 + (i*977)%(wlen-8-rlen)
+			if err := s.p.QP.PostWrite(rdmap.WriteWR{ID: id, SGL: []rdmap.SGE{{MR: s.src, Offset: 8, Length: wlen - 8}}, RemoteSTag: s.target.STag(), RemoteTO: 8}); err != nil {
+				return err
+			}
+			if err := wait(id); err != nil {
+				return err
+			}
+			if err := s.p.QP.PostRead(rdmap.ReadWR{ID: id + 1, Local: rdmap.SGE{MR: s.sink, Length: rlen}, RemoteSTag: s.target.STag(), RemoteTO: uint64(off)}); err != nil {
+				return err
+			}
+			if err := wait(id + 1); err != nil {
+				return err
+			}
+			if !bytes.Equal(s.sink.Bytes(), s.src.Bytes()[off:off+rlen]) {
+				return fmt.Errorf("round %d: the Read did not return what the Write put at %d", i, off)
+			}
+			if err := s.p.QP.PostAtomic(rdmap.AtomicWR{ID: id + 2, Op: rdmap.FetchAdd, Add: 1, Local: rdmap.SGE{MR: s.res, Length: 8}, RemoteSTag: s.target.STag(), RemoteTO: 0}); err != nil {
+				return err
+			}
+			if err := wait(id + 2); err != nil {
+				return err
+			}
+			if got := binary.NativeEndian.Uint64(s.res.Bytes()); got != uint64(i) {
+				return fmt.Errorf("round %d: FetchAdd returned %d", i, got)
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errs[0] = run(sa) }()
+	go func() { defer wg.Done(); errs[1] = run(sb) }()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*side{sa, sb} {
+		w, err := s.ctr.Word(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := atomic.LoadUint64(w); got != rounds {
+			t.Fatalf("counter %d, want %d", got, rounds)
+		}
+	}
+}
+
+// halveEveryOther wraps a WriteNow write: every other call offers it only
+// the first half of the gather list's octets.
+func halveEveryOther(try func([][]byte) (int, error)) func([][]byte) (int, error) {
+	var calls int
+	return func(bufs [][]byte) (int, error) {
+		calls++
+		if calls%2 == 0 {
+			return try(bufs)
+		}
+		total := 0
+		for _, b := range bufs {
+			total += len(b)
+		}
+		var half [][]byte
+		for left := total / 2; left > 0 && len(bufs) > 0; bufs = bufs[1:] {
+			k := min(left, len(bufs[0]))
+			half = append(half, bufs[0][:k])
+			left -= k
+		}
+		return try(half)
+	}
 }

@@ -25,11 +25,14 @@ import (
 // whole lease has passed in which the token was free and no waiter came
 // back for it: FPDUs that nobody waits for (RDMA Writes, Read Requests, a
 // Terminate) then wait at most two leases. While it sleeps it looks at the
-// token holder's context every lease and interrupts the holder's read
-// when the context has ended (a read deadline in the past); the Reader
-// keeps whatever part of an FPDU it had read for the next holder. So a
-// waiter's round trip sets no timer and allocates nothing, and a waiter
-// sees its context end within a lease.
+// token holder every lease and interrupts the holder's read (a read
+// deadline in the past) when the holder's context has ended or what it
+// waits for has come by another way (its done reports true: a completion
+// the queue pair's send side or a flush reported); Close interrupts it at
+// once. The Reader keeps whatever part of an FPDU it had read for the
+// next holder. So a waiter's round trip sets no timer and allocates
+// nothing, and a waiter sees its context end, or a completion that no
+// FPDU brought, within a lease.
 
 // lease is how long the token may stay unused before the receive
 // goroutine takes it back.
@@ -60,25 +63,29 @@ func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
 		return false
 	}
 	c.kmu.Lock()
-	c.holderCtx = ctx
+	c.holderCtx, c.holderDone = ctx, done
 	c.kmu.Unlock()
 	ok := true
 	for ok && !done() {
 		ok = !c.rxEnded.Load() && !c.isClosed() && ctx.Err() == nil && c.receive() == nil
 	}
 	c.kmu.Lock()
-	c.holderCtx = nil
+	c.holderCtx, c.holderDone = nil, nil
 	c.kmu.Unlock()
 	c.rx.Unlock()
 	c.releases.Add(1)
 	return ok
 }
 
-// kickIfDone interrupts the token holder's read if its context has ended.
-func (c *Conn) kickIfDone() {
+// kickIfDone interrupts the token holder's read if its context has ended
+// or its done reports true; with force, in any case (Close).
+func (c *Conn) kickIfDone(force bool) {
 	c.kmu.Lock()
 	defer c.kmu.Unlock()
-	if c.holderCtx != nil && c.holderCtx.Err() != nil && !c.kicked.Load() {
+	if c.holderCtx == nil || c.kicked.Load() {
+		return
+	}
+	if force || c.holderCtx.Err() != nil || c.holderDone() {
 		c.kicked.Store(true)
 		c.nc.SetReadDeadline(longAgo)
 	}
@@ -142,8 +149,8 @@ func (c *Conn) sleep(seen uint64) {
 			return
 		}
 		// A waiter holds the token, in a read: its context may have
-		// ended since.
-		c.kickIfDone()
+		// ended since, or what it waits for come by another way.
+		c.kickIfDone(false)
 	}
 }
 

@@ -16,7 +16,7 @@ package mpa
 // the goroutine that holds the receive token (poll.go), in the delivery
 // of an FPDU, which is where ddp.LLP calls it.
 func (c *Conn) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
-	if c.tryNow == nil || c.isClosed() || c.r.Buffered() > 0 {
+	if c.isClosed() || c.r.Buffered() > 0 {
 		return false, nil
 	}
 	select {
@@ -27,7 +27,7 @@ func (c *Conn) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
 	if !c.wmu.TryLock() {
 		return false, nil
 	}
-	if c.delay > 0 {
+	if c.tryNow == nil || c.delay > 0 {
 		c.wmu.Unlock()
 		return false, nil
 	}
