@@ -52,14 +52,20 @@
 //   - Sending: the queue pair's one send route (whoever holds its send
 //     side: a posting goroutine or its send goroutine) calls
 //     Conn.WriteSegment for each segment and Conn.Flush once per batch.
-//     The receive side never writes.
+//     The receive side never waits to write: when it answers a Read or
+//     Atomic Request while the send side is idle it calls Conn.WriteNow,
+//     one non-blocking writev(2) of the Response's FPDU (on Linux), which
+//     writes nothing if the socket takes nothing at once and leaves the
+//     rest of a partial write to a goroutine of its own.
 //   - Receiving: one goroutine at a time holds the receive
 //     token and reads: the connection's receive goroutine, or a goroutine
-//     waiting on a completion queue that only this connection's receives
-//     fill (Conn.Poll, ddp.LLP), so that the network wakes the waiter
-//     directly. The receive goroutine takes the token back after a lease
-//     (5 ms) in which the waiter did not come back, and interrupts the
-//     read of a waiter whose context has ended.
+//     waiting on a completion queue whose next completion only this
+//     connection's FPDUs can bring (Conn.Poll, ddp.LLP), so that the
+//     network wakes the waiter directly. The receive goroutine takes the
+//     token back after a lease (5 ms) in which the waiter did not come
+//     back, and interrupts the read of a waiter whose context has ended
+//     or whose completion came by another way (a flush); Close
+//     interrupts it at once.
 //   - A stopped stream's last writes (a Terminate) and the graceful close
 //     after them are bounded by TerminateTimeout.
 //

@@ -88,7 +88,9 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		// A Send or Write latency test waits only for receives: on a CQ
 		// of their own, the waiting goroutine reads the connection
 		// itself (CompletionQueue.Wait), as an application waiting on
-		// its receive CQ does.
+		// its receive CQ does. (A Read or Atomic latency test's waiter
+		// does so on the one CQ: its one outstanding work request can
+		// only complete from the connection.)
 		c.rcq = c.dev.NewCompletionQueue(1024)
 	}
 	var err error
