@@ -33,8 +33,12 @@ func (c *Conn) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
 	}
 	ok, err := c.w.WriteNow(hdr, payload, c.tryNow)
 	if ok && c.w.Pending() {
+		// Counted in wg, which the receive goroutine keeps above zero:
+		// it lives while the receive side delivers (this call's caller).
+		c.wg.Add(1)
 		go func() {
-			c.w.Flush()
+			defer c.wg.Done()
+			c.w.Flush() // an error stays with the Writer: the next write returns it
 			c.wmu.Unlock()
 		}()
 		return true, nil
