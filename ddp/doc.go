@@ -10,10 +10,11 @@
 //
 //	// The transport's side, which the ULP's Sender writes through:
 //	type LLP interface {
-//		MULPDU() int                                      // largest segment
-//		WriteSegment(hdr []byte, payload [][]byte) error  // one segment
-//		Flush() error                                     // all written
-//		Poll(ctx context.Context, done func() bool) bool  // receive here
+//		MULPDU() int                                         // largest segment
+//		WriteSegment(hdr []byte, payload [][]byte) error     // one segment
+//		Flush() error                                        // all written
+//		WriteNow(hdr []byte, payload [][]byte) (bool, error) // one, unless it must wait
+//		Poll(ctx context.Context, done func() bool) bool     // receive here
 //	}
 //	// The ULP's side, which the transport starts and feeds:
 //	type Endpoint interface {

@@ -11,7 +11,7 @@ import (
 
 // LLP is the send half of the contract between DDP and a lower layer
 // protocol (MPA/TCP, SCTP, a data channel, a test pipe). One goroutine at
-// a time sends on it (RDMAP's send goroutine).
+// a time sends on it (RDMAP's send route).
 type LLP interface {
 	// MULPDU is the largest DDP segment (header and payload) that the LLP
 	// carries in one unit: RFC 5041 §5.2's "MULPDU value Advertised by the
@@ -34,17 +34,19 @@ type LLP interface {
 	// LLP stream's loss.
 	Flush() error
 
-	// WriteNow writes one segment, as WriteSegment and Flush would, if the
-	// LLP can take it at once without waiting for the peer or the
+	// WriteNow writes one segment, as WriteSegment and Flush would, if
+	// the LLP can take it at once without waiting for the peer or the
 	// network, and reports whether it did; false means it wrote nothing,
 	// and the caller sends the segment the usual way from a goroutine
-	// that may wait. It is called only when no segment is kept for a
-	// Flush, and only on the LLP's receive side, while it delivers a
-	// segment (Stream.Receive). RDMAP's receive side answers a Read or Atomic Request with it
-	// while the send side is idle, so that the answer leaves without a
-	// hand-off to the send goroutine; it must never wait for room (if
-	// both ends' receive sides waited for room to write, neither would
-	// read again). An LLP whose writes may wait reports false.
+	// that may wait. When it returns it keeps no reference to hdr or the
+	// payload. It is called only when no segment is kept for a Flush, and
+	// only on the LLP's receive side, while it delivers a segment
+	// (Stream.Receive): RDMAP's receive side answers a Read or Atomic
+	// Request with it while the send side is idle, so that the answer
+	// leaves without a hand-off to the send goroutine. It must never wait
+	// for room (if both ends' receive sides waited for room to write,
+	// neither would read again). An LLP whose writes may wait reports
+	// false.
 	WriteNow(hdr []byte, payload [][]byte) (bool, error)
 
 	// Poll does the LLP's receive work on the calling goroutine, a
