@@ -109,8 +109,10 @@ func TestStreamIDs(t *testing.T) {
 	if qps[0].State() != rdmap.StateRunning {
 		t.Fatalf("the live session's queue pair is %v", qps[0].State())
 	}
-	if ss := served(); len(ss) != 2 {
-		t.Fatalf("the peer saw %d sessions", len(ss))
+	// The peer's Accept returns after it has answered: it may record
+	// the second session just after this side's Connect returned.
+	if !waitFor(5*time.Second, func() bool { return len(served()) == 2 }) {
+		t.Fatalf("the peer saw %d sessions", len(served()))
 	}
 	closeQP(qps[0])
 	if !waitFor(5*time.Second, func() bool {

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -238,15 +240,25 @@ func TestManyIdleConnections(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	// Keep-alive connections left idle after one request.
+	// Keep-alive connections left idle after one request, its response
+	// read (or the connection closed, to make room for newer ones).
 	for range 50 {
 		c, err := net.Dial("tcp", s.host)
 		if err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(c, "GET /style.css HTTP/1.1\r\nHost: %s\r\n\r\n", s.host)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 		idle = append(idle, c)
 	}
+	// The server marks a connection idle just after its response: the
+	// tab below must come after that, or it would be the connection
+	// waiting longest for a request, the first to be closed (connState).
+	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	good := dialTab(t, ctx, s.url)
 	if d := time.Since(start); d > 2*time.Second {
