@@ -251,14 +251,14 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 
 // deliverAtomicRequest checks a delivered Atomic Request and hands it to
 // the send route (answer), which carries it out and answers it in its
-// turn among the Read Responses (send.go). "The Responder's RDMAP layer MUST
-// process an Atomic Operation Request Message. A valid Atomic Operation
-// Request Message MUST NOT be delivered to the Responder's ULP" (RFC 7306
-// §5.2.1 item 3): nothing reaches a completion queue. "Atomic Operation
-// Request Messages MUST NOT start processing at the Responder until they
-// have been Delivered to RDMAP by DDP" (§5.4 rule 3): this is that
-// delivery. An error answers with a Terminate whose "Error Type, Error
-// Code, and Terminated DDP Header fields are included ..., but the
+// turn among the Read Responses (send.go). "The Responder's RDMAP layer
+// MUST process an Atomic Operation Request Message. A valid Atomic
+// Operation Request Message MUST NOT be delivered to the Responder's ULP"
+// (RFC 7306 §5.2.1 item 3): nothing reaches a completion queue. "Atomic
+// Operation Request Messages MUST NOT start processing at the Responder
+// until they have been Delivered to RDMAP by DDP" (§5.4 rule 3): this is
+// that delivery. An error answers with a Terminate whose "Error Type,
+// Error Code, and Terminated DDP Header fields are included ..., but the
 // Terminated RDMA Header field is set to zero" (§8.1 item 2), and leaves
 // the memory untouched.
 func (qp *QueuePair) deliverAtomicRequest(d *ddp.Delivery) {

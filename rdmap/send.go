@@ -196,7 +196,7 @@ func (qp *QueuePair) answerNow(r *response) bool {
 		return true
 	}
 	if !r.done {
-		if err := qp.executeAtomic(r); err != nil {
+		if err := qp.carryOut(r); err != nil {
 			return true
 		}
 	}
@@ -352,7 +352,7 @@ func (qp *QueuePair) run(e *sqEntry) error {
 // Request's is.
 func (qp *QueuePair) answerAtomic(r *response) error {
 	if !r.done {
-		if err := qp.executeAtomic(r); err != nil {
+		if err := qp.carryOut(r); err != nil {
 			return err
 		}
 	}
@@ -366,10 +366,10 @@ func (qp *QueuePair) answerAtomic(r *response) error {
 	return err
 }
 
-// executeAtomic carries out r's Atomic Operation on the word and makes
+// carryOut carries out r's Atomic Operation on the word and makes
 // its Atomic Response in r.body. It returns errStreamStopped when the
 // region is no longer valid.
-func (qp *QueuePair) executeAtomic(r *response) error {
+func (qp *QueuePair) carryOut(r *response) error {
 	d := qp.pd.dev
 	d.mu.RLock()
 	valid := r.reg.valid
