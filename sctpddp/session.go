@@ -92,12 +92,19 @@ type Session struct {
 	cancel    context.CancelFunc
 	early     [][]byte // DDP Segment Chunks that overtook the Accept
 	release   func()   // gives back the SessionAcceptor's slot on Close; may be nil
+	released  bool     // Close has run release: what is added later runs at once
 	wg        sync.WaitGroup
 }
 
-// addRelease adds f to what Close gives back.
+// addRelease adds f to what Close gives back; once Close has given back
+// what it had (the session may end while Connect returns), it runs f.
 func (s *Session) addRelease(f func()) {
 	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		f()
+		return
+	}
 	defer s.mu.Unlock()
 	if prev := s.release; prev != nil {
 		s.release = func() { prev(); f() }
@@ -151,8 +158,12 @@ func (s *Session) Close() error {
 		s.st.InterruptRead()
 	})
 	s.wg.Wait()
-	if s.release != nil {
-		s.release()
+	s.mu.Lock()
+	release := s.release
+	s.release, s.released = nil, true
+	s.mu.Unlock()
+	if release != nil {
+		release()
 	}
 	return nil
 }
