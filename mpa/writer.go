@@ -49,10 +49,9 @@ type Writer struct {
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
 	run  uint32      // running CRC of the current FPDU
 
-	// rest is what WriteNow's write left of its FPDU, copied into spill;
-	// it leaves before anything else.
-	rest  []byte
-	spill []byte
+	// rest is what WriteNow's write left of its FPDU, copied; it leaves
+	// before anything else.
+	rest []byte
 }
 
 // maxQueued bounds the FPDUs Queue holds before it writes them: the
@@ -186,6 +185,8 @@ func (w *Writer) Flush() error {
 	}
 	if len(w.rest) > 0 {
 		_, err := w.w.Write(w.rest)
+		// The copy goes with it: a peer that once read slowly does not
+		// make the connection hold an FPDU's worth for its life.
 		w.rest = nil
 		if err != nil {
 			w.err = ddp.Lost(err)
@@ -244,13 +245,11 @@ func (w *Writer) WriteNow(hdr []byte, payload [][]byte, try func([][]byte) (int,
 		w.reset()
 		return false, nil
 	}
-	w.spill = w.spill[:0]
 	for _, b := range w.bufs {
 		k := min(n, len(b))
 		n -= k
-		w.spill = append(w.spill, b[k:]...)
+		w.rest = append(w.rest, b[k:]...)
 	}
-	w.rest = w.spill
 	w.reset()
 	return true, nil
 }
