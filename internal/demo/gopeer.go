@@ -59,6 +59,7 @@ type goPeer struct {
 
 	closers []func() // the transport's, in order
 	holds   []*holdStream
+	counter uint32 // the STag of queue pair 0's counter region
 }
 
 func newGoPeer(t *tab, kind string, streams int) (*goPeer, error) {
@@ -83,7 +84,7 @@ func newGoPeer(t *tab, kind string, streams int) (*goPeer, error) {
 			// Remote atomic access only: its one word changes by atomics
 			// alone (a plain RDMA Read or Write beside the Go peer's own
 			// adds would race with them).
-			if _, err := p.Register(goCounterName, 8, goCounterBase, "a"); err != nil {
+			if g.counter, err = p.Register(goCounterName, 8, goCounterBase, "a"); err != nil {
 				cancel()
 				return nil, err
 			}
@@ -211,7 +212,7 @@ func (g *goPeer) command(m Message) error {
 		// The Go peer adds to its counter with sync/atomic, as a program
 		// beside its peers' FetchAdds would (rdmap.MemoryRegion.Word).
 		var old uint64
-		if old, err = g.peers[0].AddLocal(g.counter(), 0, 1); err == nil {
+		if old, err = g.peers[0].AddLocal(g.counter, 0, 1); err == nil {
 			g.report("Go peer: counter %d -> %d (its own atomic add, beside the page's FetchAdds)", old, old+1)
 		}
 	case "post-recv":
@@ -237,16 +238,6 @@ func (g *goPeer) command(m Message) error {
 		err = fmt.Errorf("unknown Go peer command %q", m.Op)
 	}
 	return err
-}
-
-// counter returns the STag of the Go peer's counter.
-func (g *goPeer) counter() uint32 {
-	for _, r := range g.peers[0].Regions() {
-		if r.Name == goCounterName {
-			return r.STag
-		}
-	}
-	return 0
 }
 
 // close ends the transport, the queue pairs, and waits for the peer's
