@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -62,9 +63,17 @@ type Reader struct {
 
 	// partial bounds how long an FPDU may stay incomplete once its first
 	// octet has arrived (SetPartialTimeout); dl sets the read deadline.
-	partial time.Duration
-	dl      interface{ SetReadDeadline(time.Time) error }
-	armed   bool
+	// since is when the Reader first found the FPDU at stream position
+	// sincePos incomplete. armed says a read deadline is set: it is set
+	// for the FPDU in progress and left set after it, so that a stream of
+	// FPDUs costs no deadline change per read; a deadline that passes
+	// for an FPDU that has since completed is set again (watch).
+	partial  time.Duration
+	dl       interface{ SetReadDeadline(time.Time) error }
+	armed    bool
+	since    time.Time
+	sincePos uint64
+	sinceSet bool
 	// interrupted, if set, tells a read error that a caller interrupted
 	// on purpose (a read deadline in the past) from a failure: Next then
 	// returns errInterrupted, not sticky, and keeps what it had read.
@@ -160,11 +169,30 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	r.rd += n
 	r.pos += uint64(n)
-	if r.armed {
-		r.armed = false
-		r.dl.SetReadDeadline(time.Time{})
-	}
 	return ulpdu, nil
+}
+
+// watch makes sure a read deadline bounds the FPDU in progress, the one at
+// r.pos, of which some octets are buffered: at most partial after the
+// Reader first found it incomplete. A deadline set for an earlier FPDU
+// stays: it passes sooner, and the read it interrupts then sets this
+// one's (fill). So a stream of FPDUs sets a deadline once per partial
+// timeout, not at each read: setting one costs a timer and may wake the
+// network poller's thread, as much as the read itself.
+func (r *Reader) watch() {
+	if !r.sinceSet || r.sincePos != r.pos {
+		r.since, r.sincePos, r.sinceSet = time.Now(), r.pos, true
+	}
+	if !r.armed {
+		r.armed = true
+		r.dl.SetReadDeadline(r.since.Add(r.partial))
+	}
+}
+
+// overdue reports whether the FPDU in progress has been incomplete for the
+// partial timeout.
+func (r *Reader) overdue() bool {
+	return r.wr > r.rd && r.sinceSet && r.sincePos == r.pos && time.Since(r.since) >= r.partial
 }
 
 // fill reads until at least need octets are buffered, growing the buffer
@@ -189,9 +217,8 @@ func (r *Reader) fill(need int) error {
 	}
 	empty := 0
 	for r.wr-r.rd < need {
-		if r.wr > r.rd && r.partial > 0 && r.dl != nil && !r.armed {
-			r.armed = true
-			r.dl.SetReadDeadline(time.Now().Add(r.partial))
+		if r.wr > r.rd && r.partial > 0 && r.dl != nil {
+			r.watch()
 		}
 		room := len(r.buf) - r.wr
 		n, err := r.r.Read(r.buf[r.wr:])
@@ -212,8 +239,14 @@ func (r *Reader) fill(need int) error {
 			r.err = io.EOF
 		case err == io.EOF:
 			r.err = ddp.Lost(fmt.Errorf("mpa: the stream ended inside an FPDU: %w", io.ErrUnexpectedEOF))
-		case err != nil && r.armed:
+		case r.armed && errors.Is(err, os.ErrDeadlineExceeded) && r.overdue():
 			r.err = ddp.Lost(fmt.Errorf("mpa: an FPDU stayed incomplete for %v: %w", r.partial, err))
+		case r.armed && errors.Is(err, os.ErrDeadlineExceeded):
+			// Set for an FPDU that has completed since: set it for this
+			// one (watch), or clear it between FPDUs.
+			r.armed = false
+			r.dl.SetReadDeadline(time.Time{})
+			continue
 		case err != nil:
 			r.err = ddp.Lost(err)
 		case n == 0:

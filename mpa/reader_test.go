@@ -2,11 +2,14 @@ package mpa
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -135,6 +138,112 @@ func TestReaderPartialTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("cut off after %v", d)
+	}
+}
+
+// deadlineCounter counts the read deadlines a Reader sets on its conn.
+type deadlineCounter struct {
+	net.Conn
+	set atomic.Int64
+}
+
+func (d *deadlineCounter) SetReadDeadline(t time.Time) error {
+	d.set.Add(1)
+	return d.Conn.SetReadDeadline(t)
+}
+
+// The partial-FPDU timeout bounds each FPDU, not the stream: FPDUs that
+// each arrive in pieces within the timeout go on for many timeouts, and a
+// pause between FPDUs after a deadline was set is not cut off. A stream of
+// FPDUs arriving in pieces sets a deadline about once per timeout, not at
+// each read; a stall is still cut off, within twice the timeout. Over TLS
+// too, whose reads survive a deadline that passes.
+func TestReaderPartialTimeoutStream(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		testPartialTimeoutStream(t, a, b, 2000)
+	})
+	t.Run("tls", func(t *testing.T) {
+		server, client := testTLS(t)
+		a, b := net.Pipe()
+		defer a.Close() // not the TLS ends: their close_notify would wait for a reader
+		defer b.Close()
+		testPartialTimeoutStream(t, tls.Client(a, client), tls.Server(b, server), 300)
+	})
+}
+
+func testPartialTimeoutStream(t *testing.T, a, b net.Conn, fast int) {
+	const timeout = 60 * time.Millisecond
+	dc := &deadlineCounter{Conn: b}
+	r := NewReader(dc, Options{CRC: true})
+	r.SetPartialTimeout(timeout)
+	fpdu := encodeAll([]segment{randomSegment(rand.New(rand.NewPCG(3, 4)), 1000)}, Options{CRC: true})
+	half := len(fpdu) / 2
+	go func() {
+		// Many FPDUs in two pieces each, as fast as they go.
+		for range fast {
+			a.Write(fpdu[:half])
+			a.Write(fpdu[half:])
+		}
+		// A pause between FPDUs of three timeouts.
+		time.Sleep(3 * timeout)
+		// FPDUs whose halves come 0.6 timeouts apart, for three timeouts.
+		for range 5 {
+			a.Write(fpdu[:half])
+			time.Sleep(timeout * 6 / 10)
+			a.Write(fpdu[half:])
+		}
+		// Then a stall inside an FPDU.
+		a.Write(fpdu[:half])
+	}()
+	for i := range fast + 5 {
+		if _, err := r.Next(); err != nil {
+			t.Fatalf("FPDU %d: %v", i, err)
+		}
+	}
+	if n := dc.set.Load(); n > 40 {
+		t.Errorf("%d FPDUs in pieces set a read deadline %d times", fast+5, n)
+	}
+	start := time.Now()
+	_, err := r.Next()
+	if !errors.Is(err, ddp.ErrLLPLost) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stalled FPDU gave %v", err)
+	}
+	if d := time.Since(start); d < timeout/2 || d > 2*timeout+time.Second {
+		t.Fatalf("cut off after %v", d)
+	}
+}
+
+// resetConn gives its octets, then fails as a reset connection does; it
+// takes read deadlines.
+type resetConn struct {
+	b   []byte
+	err error
+}
+
+func (c *resetConn) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, c.err
+	}
+	n := copy(p, c.b)
+	c.b = c.b[n:]
+	return n, nil
+}
+
+func (c *resetConn) SetReadDeadline(time.Time) error { return nil }
+
+// An error of the connection inside an FPDU is the stream's loss, not the
+// partial-FPDU timeout, even while a deadline is set.
+func TestReaderLossInsideFPDU(t *testing.T) {
+	fpdu := encodeAll([]segment{randomSegment(rand.New(rand.NewPCG(5, 6)), 1000)}, Options{CRC: true})
+	reset := errors.New("connection reset by peer")
+	r := NewReader(&resetConn{b: fpdu[:100], err: reset}, Options{CRC: true})
+	r.SetPartialTimeout(time.Hour)
+	_, err := r.Next()
+	if !errors.Is(err, ddp.ErrLLPLost) || !errors.Is(err, reset) || strings.Contains(err.Error(), "incomplete for") {
+		t.Fatalf("a connection reset inside an FPDU gave %v", err)
 	}
 }
 
