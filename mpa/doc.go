@@ -44,7 +44,7 @@
 // The codecs (Frame, Marker, AppendFPDU, ParseFPDU) work on byte slices.
 // Writer and Reader are the streaming forms over a TCP connection: the
 // Writer sends the FPDUs handed to it between two flushes as one gather
-// write (writev(2), up to 16 FPDUs) without copying the payload; the
+// write (writev(2), up to 32 FPDUs) without copying the payload; the
 // Reader allocates its buffer once. Neither allocates per FPDU.
 //
 // # Concurrency in Full Operation

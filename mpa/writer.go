@@ -39,11 +39,12 @@ type Writer struct {
 	err error
 
 	// The octets the Writer makes for each FPDU queued and not yet
-	// written: ULPDU_Length, a copy of the header, the CRC and the
-	// Markers. One slot per queued FPDU.
-	slots  [maxQueued]fpduSlot
-	queued int // FPDUs in the gather list
-	nm     int // Markers used in the current FPDU
+	// written: ULPDU_Length, a copy of the header and the CRC, one slot
+	// per queued FPDU; and their Markers, when Markers are in use.
+	slots   [maxQueued]fpduSlot
+	markers []fpduMarkers
+	queued  int // FPDUs in the gather list
+	nm      int // Markers used in the current FPDU
 
 	bufs [][]byte    // the gather list; its backing array is reused
 	nb   net.Buffers // what WriteTo consumes; a field so it does not escape per call
@@ -57,25 +58,33 @@ type Writer struct {
 // maxQueued bounds the FPDUs Queue holds before it writes them: the
 // FPDUs the DDP sender hands over between two flushes (the segments of
 // one message, or of several queued together, such as a run of RDMA
-// Read Requests) leave in gather writes of up to this many.
-const maxQueued = 16
+// Read Requests) leave in gather writes of up to this many. rdmap hands
+// over up to 32 messages between flushes: a window of Read Requests
+// leaves in one write (docs/performance.md).
+const maxQueued = 32
 
 // maxQueuedHeader is the longest header Queue copies; a longer one is
 // written at once.
 const maxQueuedHeader = 64
 
 type fpduSlot struct {
-	lf      [LengthFieldLen]byte
-	crc     [CRCLen]byte
-	hdr     [maxQueuedHeader]byte
-	markers [maxMarkersPerFPDU][MarkerLen]byte
+	lf  [LengthFieldLen]byte
+	crc [CRCLen]byte
+	hdr [maxQueuedHeader]byte
 }
+
+// fpduMarkers holds the Markers of one queued FPDU.
+type fpduMarkers [maxMarkersPerFPDU][MarkerLen]byte
 
 // NewWriter returns a Writer that writes FPDUs to w with the given
 // options. The first octet it writes is the first octet of Full Operation
 // (SeqStart, RFC 5044 §4.3): create it right after the startup frames.
 func NewWriter(w io.Writer, o Options) *Writer {
-	return &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
+	wr := &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
+	if o.Markers {
+		wr.markers = make([]fpduMarkers, maxQueued)
+	}
+	return wr
 }
 
 // Options returns the Writer's options.
@@ -295,7 +304,7 @@ func (w *Writer) markerAt(fpduStart uint64) bool {
 }
 
 func (w *Writer) addMarker(fpduptr uint16) {
-	m := w.slots[w.queued].markers[w.nm][:]
+	m := w.markers[w.queued][w.nm][:]
 	w.nm++
 	putMarker(m, fpduptr)
 	w.bufs = append(w.bufs, m)

@@ -256,3 +256,39 @@ func TestSendSideGathers(t *testing.T) {
 		t.Errorf("flushes of %v segments, want the first Send's and then the 5 queued behind it", f)
 	}
 }
+
+// A batch of RDMA Read Requests leaves in one flush however much the
+// Reads will bring: the send route's bound on what one flush carries
+// (maxBatchBytes) counts the octets the LLP reads from memory, and a
+// Read Request carries none. Counting the Reads' lengths had cut a
+// window of 32 Reads of 64 KiB into two flushes of 16.
+func TestReadRequestsGather(t *testing.T) {
+	const n, size = maxBatch, 64 << 10
+	a, b, he := newHoldPair(t, QPConfig{ORD: n, IRD: n})
+	rsrc := b.reg(t, size, RemoteRead)
+	fill(rsrc.Bytes(), 7)
+	sink := a.reg(t, n*size, LocalWrite)
+	err := a.qp.PostBatch(func() error {
+		for i := range n {
+			if err := a.qp.PostRead(ReadWR{ID: uint64(i + 1), Local: SGE{MR: sink, Offset: uint64(i * size), Length: size},
+				RemoteSTag: rsrc.STag(), Unsignaled: i < n-1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, a.scq); c.WRID != n || c.Status != StatusSuccess {
+		t.Fatalf("completion: %+v", c)
+	}
+	if f := he.flushed(); len(f) == 0 || f[0] != n {
+		t.Errorf("flushes of %v segments, want the first of %d", f, n)
+	}
+	for i := range n {
+		if !bytes.Equal(sink.Bytes()[i*size:(i+1)*size], rsrc.Bytes()) {
+			t.Fatalf("Read %d brought other octets", i)
+		}
+	}
+}

@@ -140,7 +140,12 @@ loop:
 		}
 		qp.started++
 		wrs = append(wrs, e)
-		bytes += int(e.n)
+		if e.kind == kindSend || e.kind == kindWrite {
+			// What the LLP reads from registered memory until the
+			// flush; a Read or Atomic Request carries only its header
+			// (its n is what the Response brings).
+			bytes += int(e.n)
+		}
 	}
 	qp.mu.Unlock()
 	return responses, wrs, len(responses)+len(wrs) == 0
