@@ -61,3 +61,13 @@ func TestConnTLS(t *testing.T) {
 		t.Fatal("connected to an untrusted server")
 	}
 }
+
+// The partial-FPDU timeout over TLS, whose reads go on after a read
+// deadline has passed (TestReaderPartialTimeoutStream).
+func TestReaderPartialTimeoutStreamTLS(t *testing.T) {
+	server, client := testTLS(t)
+	a, b := net.Pipe()
+	defer a.Close() // not the TLS ends: their close_notify would wait for a reader
+	defer b.Close()
+	testPartialTimeoutStream(t, tls.Client(a, client), tls.Server(b, server), 300)
+}
