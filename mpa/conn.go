@@ -193,9 +193,10 @@ type Conn struct {
 	releases   atomic.Uint64   // the times a waiter let go of the token
 	rxEnded    atomic.Bool     // the receive side has ended: nobody reads any more
 	kicked     atomic.Bool     // the read deadline is in the past (kickIfDone)
-	kmu        sync.Mutex      // guards holderCtx and holderDone; serialises kickIfDone and unkick
+	kmu        sync.Mutex      // guards holderCtx, holderDone and wanterDone; serialises kickIfDone and unkick
 	holderCtx  context.Context // the context of the waiter holding the token
 	holderDone func() bool     // and what it waits for
+	wanterDone func() bool     // what the waiter that asked for the token waits for
 
 	onClose    func() // the Listener's count of the peer's connections
 	closeOnce  sync.Once

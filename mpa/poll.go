@@ -21,7 +21,11 @@ import (
 //
 // A waiter that finds the token taken asks for it (want) and waits on its
 // completion queue as usual; the receive goroutine hands the token over
-// after the FPDU it is reading and sleeps. It takes the token back when a
+// after the first FPDU that gives the waiter what it waits for (its done
+// reports true, so it wakes and comes back for the token) and sleeps.
+// Handed over after an FPDU that brought the waiter nothing (a peer's
+// RDMA Write while it waits for its Read Response), the token would stay
+// with nobody, the waiter asleep, until the lease below ended. It takes the token back when a
 // whole lease has passed in which the token was free and no waiter came
 // back for it: FPDUs that nobody waits for (RDMA Writes, Read Requests, a
 // Terminate) then wait at most two leases. While it sleeps it looks at the
@@ -59,7 +63,10 @@ func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
 		return false
 	}
 	if !c.rx.TryLock() {
+		c.kmu.Lock()
+		c.wanterDone = done
 		c.want.Store(true)
+		c.kmu.Unlock()
 		return false
 	}
 	c.kmu.Lock()
@@ -103,7 +110,7 @@ func (c *Conn) unkick() {
 // readLoop is the receive goroutine. While it holds the token it reads
 // each FPDU whole, verified (RFC 5044 §6), and hands its DDP segment to
 // the stream, which places it then; it gives the token to a waiter that
-// asks. After the stream stops it reads on, placing nothing ("DDP MUST
+// asked for it once that waiter has what it waits for. After the stream stops it reads on, placing nothing ("DDP MUST
 // silently drop any subsequent incoming DDP Segments", RFC 5041 §7.1),
 // until the peer closes.
 func (c *Conn) readLoop() {
@@ -111,7 +118,7 @@ func (c *Conn) readLoop() {
 	defer close(c.rxDone)
 	// run took the token for this goroutine.
 	for {
-		for c.isClosed() || !c.want.Load() {
+		for c.isClosed() || !c.handOver() {
 			if c.rxEnded.Load() {
 				c.rx.Unlock()
 				return
@@ -121,11 +128,26 @@ func (c *Conn) readLoop() {
 				return
 			}
 		}
+		c.kmu.Lock()
 		c.want.Store(false)
+		c.wanterDone = nil
+		c.kmu.Unlock()
 		seen := c.releases.Load()
 		c.rx.Unlock()
 		c.sleep(seen)
 	}
+}
+
+// handOver reports whether the receive goroutine gives the token to the
+// waiter that asked for it: once that waiter has what it waits for.
+func (c *Conn) handOver() bool {
+	if !c.want.Load() {
+		return false
+	}
+	c.kmu.Lock()
+	done := c.wanterDone
+	c.kmu.Unlock()
+	return done == nil || done()
 }
 
 // sleep returns holding the token again: once the token has been free for

@@ -3,6 +3,7 @@
 package mpa
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"testing"
@@ -117,5 +118,86 @@ func TestSendCQWaiterClosed(t *testing.T) {
 		}
 	case <-time.After(1400 * time.Millisecond):
 		t.Fatal("the waiter did not return after Close")
+	}
+}
+
+// A waiter that asks for the receive token while the receive goroutine is
+// reading gets it once it has what it waits for, not after an FPDU that
+// brought it nothing: a peer's RDMA Write arriving while the waiter waits
+// for its Read Response leaves the token with the receive goroutine, which
+// goes on reading, so the Response is read as it arrives. (Handed over
+// after the Write, the token stayed with nobody, the waiter asleep on its
+// CQ, until the receive goroutine's lease ended: 5 ms more on the Read.)
+func TestWaiterGetsTokenWhenDone(t *testing.T) {
+	noLeaks(t)
+	var writes atomic.Int32 // RDMA Write segments placed at a
+	obs := trace.Func(func(e trace.Event) {
+		if e.Kind == trace.SegmentPlaced && e.Tagged && e.Opcode == uint8(rdmap.OpWrite) {
+			writes.Add(1)
+		}
+	})
+	a, b := newPeer(t, rdmap.QPConfig{Observer: obs}), slowResponder(t, 400*time.Millisecond)
+	ac, _ := connectPair(t, Config{}, Config{}, a, b)
+	src := b.Reg(t, 64, rdmap.RemoteRead)
+	sink := a.Reg(t, 64, rdmap.LocalWrite|rdmap.RemoteWrite)
+	warmUp(t, a, src)
+	held := func() bool {
+		if ac.rx.TryLock() {
+			ac.rx.Unlock()
+			return false
+		}
+		return true
+	}
+	// The receive goroutine takes the token back a lease after the
+	// warm-up's waiter left it.
+	waitUntil(t, func() bool { return !ac.want.Load() && held() })
+	time.Sleep(3 * lease)
+	if !held() {
+		t.Fatal("the receive goroutine did not take the token back")
+	}
+	if err := a.QP.PostRead(rdmap.ReadWR{ID: 1, Local: rdmap.SGE{MR: sink, Length: 32}, RemoteSTag: src.STag()}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan rdmap.Completion, 1)
+	go func() {
+		c, err := a.SCQ.Wait(tctx(t))
+		if err == nil {
+			got <- c
+		}
+	}()
+	waitUntil(t, ac.want.Load) // the waiter asked for the token
+	// The peer Writes into the sink's second half meanwhile.
+	wsrc := b.Reg(t, 32, 0)
+	fillp(wsrc.Bytes(), 9)
+	if err := b.QP.PostWrite(rdmap.WriteWR{ID: 7, SGL: []rdmap.SGE{{MR: wsrc, Length: 32}}, RemoteSTag: sink.STag(), RemoteTO: 32}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return writes.Load() == 1 })
+	time.Sleep(2 * time.Millisecond)
+	if !ac.want.Load() || !held() {
+		t.Fatal("the receive goroutine gave the token away after an FPDU that completed nothing")
+	}
+	select {
+	case c := <-got:
+		if c.WRID != 1 || c.Status != rdmap.StatusSuccess {
+			t.Fatalf("completion %+v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no completion for the Read")
+	}
+	// Now the waiter has had what it waited for: the token is handed over.
+	waitUntil(t, func() bool { return !ac.want.Load() })
+	if !bytes.Equal(sink.Bytes()[32:], wsrc.Bytes()) {
+		t.Error("the peer's Write did not land")
+	}
+}
+
+// waitUntil waits up to 5 s for cond.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
 	}
 }
