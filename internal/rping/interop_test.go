@@ -684,7 +684,30 @@ func TestRpingInteropTerminateFromSiw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := waitStopped(t, ctx, ep.QP)
+	select {
+	case <-ep.QP.Terminated():
+	case <-ctx.Done():
+		t.Fatalf("the queue pair did not stop (state %v, err %v)", ep.QP.State(), ep.QP.Err())
+	}
+	var te *term.Error
+	if err := ep.QP.Err(); !errors.As(err, &te) {
+		// Under load (the whole suite) the connection has once ended
+		// without a Terminate from siw: the overrun this test counts on
+		// did not happen if rping -s had posted its buffer again before
+		// the second Send reached siw, and rping then disconnects on
+		// the Send it did not expect. Nothing of ours is checked then,
+		// and the test says so; a Terminate we read and did not report
+		// fails it.
+		n := -1 // Terminates from siw in the capture
+		if d, derr := cap.decode(); derr == nil {
+			n = len(d.terminates(false))
+		}
+		if n == 0 && errors.Is(err, ddp.ErrDisconnected) {
+			t.Logf("rping -s:\n%s", waitOrKill(ctx, srv))
+			t.Skipf("the connection ended without a Terminate from siw (%v): no overrun this time (rping -s's log above)", err)
+		}
+		t.Fatalf("the queue pair stopped with %v, want a *term.Error (%d Terminates from siw in the capture)", err, n)
+	}
 	if l, et, code := te.Triple(); !te.Remote || l != term.LayerLLP || et != 1 || code != 0x02 {
 		t.Errorf("the queue pair stopped with %v (remote %v, triple %v/%d/%#02x), want siw's LLP/1/0x02 as reported by the peer", te, te.Remote, l, et, code)
 	}
