@@ -25,13 +25,14 @@ import (
 // reports true, so it wakes and comes back for the token) and sleeps.
 // Handed over after an FPDU that brought the waiter nothing (a peer's
 // RDMA Write while it waits for its Read Response), the token would stay
-// with nobody, the waiter asleep, until the lease below ended. It takes the token back when a
-// whole lease has passed in which the token was free and no waiter came
-// back for it: FPDUs that nobody waits for (RDMA Writes, Read Requests, a
-// Terminate) then wait at most two leases. While it sleeps it looks at the
-// token holder every lease and interrupts the holder's read (a read
-// deadline in the past) when the holder's context has ended or what it
-// waits for has come by another way (its done reports true: a completion
+// with nobody, the waiter asleep, until the lease below ended. The
+// receive goroutine takes the token back when a whole lease has passed
+// in which the token was free and no waiter came back for it: FPDUs
+// that nobody waits for (RDMA Writes, Read Requests, a Terminate) then
+// wait at most two leases. While it sleeps it looks at the token holder
+// every lease and interrupts the holder's read (a read deadline in the
+// past) when the holder's context has ended or what it waits for has
+// come by another way (its done reports true: a completion
 // the queue pair's send side or a flush reported); Close interrupts it at
 // once. The Reader keeps whatever part of an FPDU it had read for the
 // next holder. So a waiter's round trip sets no timer and allocates
@@ -110,9 +111,10 @@ func (c *Conn) unkick() {
 // readLoop is the receive goroutine. While it holds the token it reads
 // each FPDU whole, verified (RFC 5044 §6), and hands its DDP segment to
 // the stream, which places it then; it gives the token to a waiter that
-// asked for it once that waiter has what it waits for. After the stream stops it reads on, placing nothing ("DDP MUST
-// silently drop any subsequent incoming DDP Segments", RFC 5041 §7.1),
-// until the peer closes.
+// asked for it once that waiter has what it waits for. After the stream
+// stops it reads on, placing nothing ("DDP MUST silently drop any
+// subsequent incoming DDP Segments", RFC 5041 §7.1), until the peer
+// closes.
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.rxDone)
