@@ -315,3 +315,30 @@ func TestBootWithOptions(t *testing.T) {
 		t.Errorf("SiwParams() = %q", g.SiwParams())
 	}
 }
+
+// rping's teardown race is recognised wherever its line lands among what
+// rping wrote to stdout (buffered, it may come after), and only with
+// rping's exit status 255.
+func TestRpingTeardownRaceOutput(t *testing.T) {
+	const line = "rdma_get_cm_event: Bad file descriptor"
+	pings := "ping data: rdma-ping-0: ABC\nping data: rdma-ping-1: BCD\n"
+	for _, c := range []struct {
+		out    string
+		status int
+		want   bool
+	}{
+		{pings + line + "\n", 255, true},
+		{"client DISCONNECT EVENT...\n" + line + "\n" + pings, 255, true},
+		{pings, 255, false},
+		{pings + line + "\n", 1, false},
+		{pings + "rdma_get_cm_event: Bad file descriptor, really\n", 255, false},
+	} {
+		err := &ExitError{Cmd: "rping -c", Status: c.status, Output: c.out}
+		if got := RpingTeardownRace(c.out, err); got != c.want {
+			t.Errorf("status %d, output %q: %v, want %v", c.status, c.out, got, c.want)
+		}
+	}
+	if RpingTeardownRace(pings+line, nil) {
+		t.Error("a successful exit is no race")
+	}
+}
