@@ -38,6 +38,24 @@ func warmUp(t *testing.T, a *peer, src *rdmap.MemoryRegion) {
 	}
 }
 
+// readAndWait posts a Read (ID 1) of n octets from src into sink on a and
+// waits for its completion on a's send CQ in a goroutine: the channel
+// gets the completion, unless the wait fails.
+func readAndWait(t *testing.T, a *peer, sink *rdmap.MemoryRegion, n uint32, src *rdmap.MemoryRegion) <-chan rdmap.Completion {
+	t.Helper()
+	if err := a.QP.PostRead(rdmap.ReadWR{ID: 1, Local: rdmap.SGE{MR: sink, Length: n}, RemoteSTag: src.STag()}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan rdmap.Completion, 1)
+	go func() {
+		c, err := a.SCQ.Wait(tctx(t))
+		if err == nil {
+			got <- c
+		}
+	}()
+	return got
+}
+
 // A goroutine waiting on a send CQ whose one outstanding work request is
 // a Read reads the socket itself; a Write another goroutine posts meanwhile
 // completes after the Read, in order, and the waiter sees both.
@@ -87,16 +105,7 @@ func TestSendCQWaiterClosed(t *testing.T) {
 	src := b.Reg(t, 64, rdmap.RemoteRead)
 	sink := a.Reg(t, 64, rdmap.LocalWrite)
 	warmUp(t, a, src)
-	if err := a.QP.PostRead(rdmap.ReadWR{ID: 1, Local: rdmap.SGE{MR: sink, Length: 64}, RemoteSTag: src.STag()}); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan rdmap.Completion, 1)
-	go func() {
-		c, err := a.SCQ.Wait(tctx(t))
-		if err == nil {
-			got <- c
-		}
-	}()
+	got := readAndWait(t, a, sink, 64, src)
 	time.Sleep(50 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -155,16 +164,7 @@ func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	if !held() {
 		t.Fatal("the receive goroutine did not take the token back")
 	}
-	if err := a.QP.PostRead(rdmap.ReadWR{ID: 1, Local: rdmap.SGE{MR: sink, Length: 32}, RemoteSTag: src.STag()}); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan rdmap.Completion, 1)
-	go func() {
-		c, err := a.SCQ.Wait(tctx(t))
-		if err == nil {
-			got <- c
-		}
-	}()
+	got := readAndWait(t, a, sink, 32, src)
 	waitUntil(t, ac.want.Load) // the waiter asked for the token
 	// The peer Writes into the sink's second half meanwhile.
 	wsrc := b.Reg(t, 32, 0)

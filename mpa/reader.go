@@ -71,9 +71,8 @@ type Reader struct {
 	partial  time.Duration
 	dl       interface{ SetReadDeadline(time.Time) error }
 	armed    bool
-	since    time.Time
+	since    time.Time // zero before the first incomplete FPDU
 	sincePos uint64
-	sinceSet bool
 	// interrupted, if set, tells a read error that a caller interrupted
 	// on purpose (a read deadline in the past) from a failure: Next then
 	// returns errInterrupted, not sticky, and keeps what it had read.
@@ -180,8 +179,8 @@ func (r *Reader) Next() ([]byte, error) {
 // timeout, not at each read: setting one costs a timer and may wake the
 // network poller's thread, as much as the read itself.
 func (r *Reader) watch() {
-	if !r.sinceSet || r.sincePos != r.pos {
-		r.since, r.sincePos, r.sinceSet = time.Now(), r.pos, true
+	if r.since.IsZero() || r.sincePos != r.pos {
+		r.since, r.sincePos = time.Now(), r.pos
 	}
 	if !r.armed {
 		r.armed = true
@@ -192,7 +191,7 @@ func (r *Reader) watch() {
 // overdue reports whether the FPDU in progress has been incomplete for the
 // partial timeout.
 func (r *Reader) overdue() bool {
-	return r.wr > r.rd && r.sinceSet && r.sincePos == r.pos && time.Since(r.since) >= r.partial
+	return r.wr > r.rd && !r.since.IsZero() && r.sincePos == r.pos && time.Since(r.since) >= r.partial
 }
 
 // fill reads until at least need octets are buffered, growing the buffer
