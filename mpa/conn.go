@@ -184,6 +184,15 @@ type Conn struct {
 	// (nil where it cannot: writev_other.go, TLS, a traced connection).
 	wmu    sync.Mutex
 	tryNow func([][]byte) (int, error)
+	// mulpdu is what MULPDU reports: RFC 5044 §4.5's MULPDU for the EMSS
+	// the TCP connection reported last (tcp; nil over TLS, where the
+	// Options' value stays). The send side looks again every emssEvery
+	// octets (emssAt, under wmu): "If the TCP implementation needs to
+	// adjust EMSS to support MTU changes or changing TCP options, the
+	// MULPDU value is changed accordingly."
+	mulpdu atomic.Int32
+	tcp    *net.TCPConn
+	emssAt uint64
 
 	// The receive side (poll.go): rx is the receive token; its holder
 	// owns the Reader and seq.
@@ -215,8 +224,30 @@ func (c *Conn) Negotiated() Negotiated { return c.neg }
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
 
-// MULPDU implements ddp.LLP.
-func (c *Conn) MULPDU() int { return c.w.MULPDU() }
+// MULPDU implements ddp.LLP: the MULPDU of the EMSS the TCP connection
+// reported last (RFC 5044 §4.5), looked at again every emssEvery octets
+// sent. Linux, for one, starts a connection with an MSS bounded by half
+// the peer's first window and raises it as the window opens: on loopback
+// from 32741 octets to 65483 within the first MiB.
+func (c *Conn) MULPDU() int { return int(c.mulpdu.Load()) }
+
+// emssEvery is how many octets a Conn sends between two looks at the
+// EMSS: a system call per MiB.
+const emssEvery = 1 << 20
+
+// checkEMSS sets the MULPDU from the connection's EMSS. The caller holds
+// wmu. The Writer keeps accepting the largest ULPDU ever reported, so
+// that a segment DDP sized before the EMSS shrank still goes out.
+func (c *Conn) checkEMSS() {
+	c.emssAt = c.w.Offset()
+	emss, err := EMSS(c.tcp)
+	if err != nil {
+		return
+	}
+	m := MULPDU(emss, c.w.opts.Markers)
+	c.mulpdu.Store(int32(m))
+	c.w.accept(m)
+}
 
 // WriteSegment implements ddp.LLP: the segment becomes an FPDU in the
 // Writer's gather list, and leaves with the others at Flush (or when the
@@ -236,6 +267,9 @@ func (c *Conn) WriteSegment(hdr []byte, payload [][]byte) error {
 	}
 	if err := c.w.Queue(hdr, payload); err != nil {
 		return err
+	}
+	if c.tcp != nil && c.w.Offset()-c.emssAt >= emssEvery {
+		c.checkEMSS()
 	}
 	if c.neg.MarkersTx {
 		// With Markers every FPDU is written on its own, so that each
@@ -297,6 +331,8 @@ func (c *Conn) Close() error {
 func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx Options, responder bool) *Conn {
 	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{})}
 	c.w = NewWriter(nc, tx)
+	c.mulpdu.Store(int32(c.w.MULPDU()))
+	c.tcp = tcpConn(nc)
 	c.tryNow = newTryNow(nc)
 	c.r = NewReader(nc, rx)
 	c.r.SetPartialTimeout(cfg.partialTimeout())
@@ -455,10 +491,20 @@ func (t tracedConn) CloseWrite() error {
 // maxSend is the largest ULPDU to send: MULPDU from the TCP EMSS (RFC
 // 5044 §4.5), or the field's limit when the EMSS is unknown (TLS).
 func maxSend(nc net.Conn, markers bool) int {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	if tc := tcpConn(nc); tc != nil {
 		if emss, err := EMSS(tc); err == nil {
 			return MULPDU(emss, markers)
 		}
 	}
 	return MULPDU(MaxULPDU, markers)
+}
+
+// tcpConn returns the TCP connection whose EMSS bounds nc's FPDUs: nc
+// itself, or what a tracedConn wraps; nil over TLS.
+func tcpConn(nc net.Conn) *net.TCPConn {
+	if t, ok := nc.(tracedConn); ok {
+		nc = t.Conn
+	}
+	tc, _ := nc.(*net.TCPConn)
+	return tc
 }

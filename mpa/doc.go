@@ -34,7 +34,12 @@
 //     Marker just before the ULPDU_Length field and one just before the
 //     CRC field. The CRC field is sent least significant octet first, as
 //     RFC 5044 Figures 5 and 6 show.
-//   - RFC 5044 §4.5: MULPDU from the EMSS.
+//   - RFC 5044 §3 and §4.5: MULPDU from the EMSS, between 128 and 64768
+//     octets ("The range of MULPDU values MUST be between 128 octets and
+//     64768 octets, inclusive"); a Conn looks at the EMSS again every MiB
+//     it sends, "If the TCP implementation needs to adjust EMSS ..., the
+//     MULPDU value is changed accordingly" (Linux raises a loopback
+//     connection's from 32741 to 65483 as the window opens).
 //   - RFC 5044 §6 and §8: "An MPA receiver MUST first verify the FPDU
 //     before passing the ULPDU to DDP": the Reader reads each FPDU whole
 //     into its buffer, checks its CRC and Markers, and only then hands

@@ -1,8 +1,15 @@
 package mpa
 
-// MinMULPDU is the floor of MULPDU: "If this occurs, the MPA on TCP sender
-// MUST NOT shrink the MULPDU below 128 octets" (RFC 5044 §4.5).
-const MinMULPDU = 128
+// MinMULPDU and MaxMULPDU bound the MULPDU: "The range of MULPDU values
+// MUST be between 128 octets and 64768 octets, inclusive." (RFC 5044 §3),
+// and "the MPA on TCP sender MUST NOT shrink the MULPDU below 128 octets"
+// (§4.5). 64768 is what fits an IP datagram with the largest IP and TCP
+// headers and options and MPA's worst-case overhead, rounded down to 128
+// octets (§3): a Reader still accepts any ULPDU_Length up to MaxULPDU.
+const (
+	MinMULPDU = 128
+	MaxMULPDU = 64768
+)
 
 // MULPDU returns the largest ULPDU that fits in one FPDU in a TCP segment
 // of emss octets (RFC 5044 §4.5). With Markers:
@@ -14,8 +21,7 @@ const MinMULPDU = 128
 //	"MULPDU = EMSS - (6 + EMSS mod 4)"
 //
 // The result is never below MinMULPDU ("MUST NOT shrink the MULPDU below
-// 128 octets") and never above MaxULPDU, the largest value ULPDU_Length
-// can hold. EMSS is "the smaller of the TCP maximum segment size (MSS)
+// 128 octets") and never above MaxMULPDU (RFC 5044 §3). EMSS is "the smaller of the TCP maximum segment size (MSS)
 // ... and the current path Maximum Transmission Unit (MTU)" (RFC 5044
 // §2); a caller that cannot learn it uses the MTU less the expected IP
 // and TCP header sizes (§5.1).
@@ -28,5 +34,5 @@ func MULPDU(emss int, markers bool) int {
 		overhead += 4 * ((emss + MarkerInterval - 1) / MarkerInterval)
 	}
 	m := emss - overhead
-	return max(MinMULPDU, min(m, MaxULPDU))
+	return max(MinMULPDU, min(m, MaxMULPDU))
 }

@@ -17,11 +17,14 @@ func TestMULPDU(t *testing.T) {
 		{512, true, 512 - (6 + 4)},        // exactly one interval
 		{513, true, 513 - (6 + 8 + 1)},    //
 		{8948, false, 8942},               // jumbo frames
-		{65483, false, 65483 - (6 + 3)},   // loopback MSS
+		{65483, false, MaxMULPDU},         // loopback MSS: 65474, above §3's range
 		{100, false, 128},                 // "MUST NOT shrink the MULPDU below 128 octets"
 		{0, true, 128},
 		{-5, false, 128},
-		{1 << 20, false, MaxULPDU}, // the field's limit
+		{64772, false, 64772 - 6},   // 64766: in range
+		{64776, false, MaxMULPDU},   // 64770: above §3's range
+		{65484, true, MaxMULPDU},    // with Markers: 64966
+		{1 << 20, false, MaxMULPDU}, // "MUST be between 128 octets and 64768 octets, inclusive" (§3)
 	}
 	for _, tc := range cases {
 		if got := MULPDU(tc.emss, tc.markers); got != tc.want {

@@ -93,11 +93,21 @@ func (w *Writer) Options() Options { return w.opts }
 // Offset returns the number of octets written since SeqStart.
 func (w *Writer) Offset() uint64 { return w.pos }
 
-// MULPDU returns the Options' MaxULPDU limit (MaxULPDU when unset): the
-// largest ULPDU WriteFPDU accepts. Set Options.MaxULPDU to
-// MULPDU(EMSS(conn), markers) so that DDP sizes its segments to fit TCP
-// segments (RFC 5044 §4.5, §5.1).
-func (w *Writer) MULPDU() int { return w.opts.maxULPDU() }
+// MULPDU returns the Options' MaxULPDU limit, at most MaxMULPDU (RFC 5044
+// §3: "The range of MULPDU values MUST be between 128 octets and 64768
+// octets, inclusive"): the largest ULPDU DDP should hand over. Set
+// Options.MaxULPDU to MULPDU(EMSS(conn), markers) so that DDP sizes its
+// segments to fit TCP segments (RFC 5044 §4.5, §5.1). WriteFPDU accepts
+// ULPDUs up to Options.MaxULPDU (MaxULPDU when unset).
+func (w *Writer) MULPDU() int { return min(w.opts.maxULPDU(), MaxMULPDU) }
+
+// accept lets Queue take ULPDUs of up to n octets, when n is more than
+// Options.MaxULPDU (a Conn's MULPDU grows with the EMSS).
+func (w *Writer) accept(n int) {
+	if w.opts.MaxULPDU != 0 && n > w.opts.MaxULPDU {
+		w.opts.MaxULPDU = n
+	}
+}
 
 // WriteSegment is Queue under the name of DDP's LLP interface: with
 // MULPDU and Flush it lets a *Writer serve as DDP's lower layer directly.

@@ -100,6 +100,11 @@ func TestWriterErrors(t *testing.T) {
 	if w.MULPDU() != 100 {
 		t.Fatalf("MULPDU %d", w.MULPDU())
 	}
+	// With no limit set the MULPDU is RFC 5044 §3's largest, so that DDP,
+	// which sizes its segments by it, posts no ULPDU above 64768 octets.
+	if m := NewWriter(&buf, Options{}).MULPDU(); m != MaxMULPDU {
+		t.Fatalf("MULPDU %d with no limit set, want %d", m, MaxMULPDU)
+	}
 	// With Markers 65535 octets of ULPDU would put a Marker out of
 	// FPDUPTR's reach: nothing is written and the Writer stays usable.
 	w = NewWriter(&buf, markersCRC)

@@ -247,7 +247,7 @@ func connect(a []js.Value) any {
 func connectMPA(a []js.Value) any {
 	url, opts, cb := a[0].String(), a[1], a[2]
 	closeAll()
-	mulpdu := mpa.MaxULPDU
+	mulpdu := mpa.MaxMULPDU
 	if v := opts.Get("mulpdu"); v.Truthy() {
 		mulpdu = max(v.Int(), peer.MinMPAMULPDU)
 	}

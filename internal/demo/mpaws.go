@@ -31,11 +31,11 @@ type ticket struct {
 func (s *Server) newTicket(t *tab, m Message) error {
 	mulpdu := m.MULPDU
 	if mulpdu == 0 {
-		mulpdu = mpa.MaxULPDU
+		mulpdu = mpa.MaxMULPDU
 	}
 	mulpdu = max(mulpdu, peer.MinMPAMULPDU)
-	if mulpdu > mpa.MaxULPDU {
-		return fmt.Errorf("MULPDU %d over %d", mulpdu, mpa.MaxULPDU)
+	if mulpdu > mpa.MaxMULPDU {
+		return fmt.Errorf("MULPDU %d over %d", mulpdu, mpa.MaxMULPDU)
 	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
