@@ -249,7 +249,7 @@ func connectMPA(a []js.Value) any {
 	closeAll()
 	mulpdu := mpa.MaxMULPDU
 	if v := opts.Get("mulpdu"); v.Truthy() {
-		mulpdu = max(v.Int(), peer.MinMPAMULPDU)
+		mulpdu = min(max(v.Int(), peer.MinMPAMULPDU), mpa.MaxMULPDU)
 	}
 	markers := opts.Get("markers").Truthy()
 	s, err := newSession(0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -33,10 +32,9 @@ func (s *Server) newTicket(t *tab, m Message) error {
 	if mulpdu == 0 {
 		mulpdu = mpa.MaxMULPDU
 	}
-	mulpdu = max(mulpdu, peer.MinMPAMULPDU)
-	if mulpdu > mpa.MaxMULPDU {
-		return fmt.Errorf("MULPDU %d over %d", mulpdu, mpa.MaxMULPDU)
-	}
+	// MPA's range (RFC 5044 §3, §4.5); the page's sizes outside it are
+	// for the data channel, and the answer says what MPA will use.
+	mulpdu = min(max(mulpdu, peer.MinMPAMULPDU), mpa.MaxMULPDU)
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err

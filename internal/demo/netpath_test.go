@@ -248,6 +248,13 @@ func TestMPAOverWebSocket(t *testing.T) {
 	if _, resp, err := websocket.Dial(ctx, "ws://"+s.host+"/mpa?ticket=00", nil); err == nil || resp == nil || resp.StatusCode != 403 {
 		t.Errorf("/mpa without a ticket: %v", err)
 	}
+	// The page's largest size (the data channel's) is above MPA's range:
+	// the ticket says what MPA will use (RFC 5044 §3). A newer ticket
+	// replaces it.
+	tc.send(ctx, Message{Type: "mpa", MULPDU: 65534})
+	if tk := tc.wait(ctx, "mpa-ticket"); tk.MULPDU != mpa.MaxMULPDU {
+		t.Errorf("MULPDU %d, want MPA's largest %d", tk.MULPDU, mpa.MaxMULPDU)
+	}
 	tc.send(ctx, Message{Type: "mpa", MULPDU: 48, Markers: true})
 	tk := tc.wait(ctx, "mpa-ticket")
 	if tk.MULPDU != peer.MinMPAMULPDU {

@@ -305,7 +305,7 @@ function startMPA(m) {
     S.up = 1; S.connected = true;
     setStatus("ok", "Connected to the Go peer over a WebSocket: MPA over TCP (RFC 5044), FPDUs with CRC" +
       (m.markers ? " and Markers" : "") + ", segments of at most " + m.mulpdu + " octets" +
-      (S.mulpdu > mulpdu() ? " (MPA's floor is 128)" : ""));
+      (S.mulpdu > mulpdu() ? " (MPA's floor is 128)" : S.mulpdu < mulpdu() ? " (MPA's largest is 64768)" : ""));
     $("transport-now").textContent = "Transport: WebSocket · MPA · TCP (byte stream: in order)";
     if (S.impair) showImpair(S.impair, "mpa");
     $("ladder-help").textContent = "Each row is one FPDU or startup frame as it crossed the WebSocket (→ from this tab, ← from the Go peer): " +

@@ -17,7 +17,8 @@ const MinMPAMULPDU = mpa.MinMULPDU
 
 // CapMULPDU returns ep, which makes its DDP segments no larger than n
 // octets whatever its LLP offers: over a WebSocket, MPA knows no EMSS and
-// offers 65535, and the demo cuts messages smaller to show segmentation.
+// offers RFC 5044 §3's largest MULPDU, 64768, and the demo cuts messages
+// smaller to show segmentation.
 // A segment size is the sender's choice (RFC 5041 §5.2: at most the
 // MULPDU); the receiver accepts any up to the LLP's.
 func CapMULPDU(ep ddp.Endpoint, n int) ddp.Endpoint { return capped{ep, n} }
