@@ -489,7 +489,7 @@ func (t tracedConn) CloseWrite() error {
 }
 
 // maxSend is the largest ULPDU to send: MULPDU from the TCP EMSS (RFC
-// 5044 §4.5), or the field's limit when the EMSS is unknown (TLS).
+// 5044 §4.5), or MaxMULPDU when the EMSS is unknown (TLS).
 func maxSend(nc net.Conn, markers bool) int {
 	if tc := tcpConn(nc); tc != nil {
 		if emss, err := EMSS(tc); err == nil {

@@ -21,9 +21,9 @@ const (
 //	"MULPDU = EMSS - (6 + EMSS mod 4)"
 //
 // The result is never below MinMULPDU ("MUST NOT shrink the MULPDU below
-// 128 octets") and never above MaxMULPDU (RFC 5044 §3). EMSS is "the smaller of the TCP maximum segment size (MSS)
-// ... and the current path Maximum Transmission Unit (MTU)" (RFC 5044
-// §2); a caller that cannot learn it uses the MTU less the expected IP
+// 128 octets") and never above MaxMULPDU (RFC 5044 §3). EMSS is "the
+// smaller of the TCP maximum segment size (MSS) ... and the current path
+// Maximum Transmission Unit (MTU)" (RFC 5044 §2); a caller that cannot learn it uses the MTU less the expected IP
 // and TCP header sizes (§5.1).
 func MULPDU(emss int, markers bool) int {
 	if emss < 0 {

@@ -247,10 +247,11 @@ func connect(a []js.Value) any {
 func connectMPA(a []js.Value) any {
 	url, opts, cb := a[0].String(), a[1], a[2]
 	closeAll()
-	mulpdu := mpa.MaxMULPDU
+	mulpdu := 0
 	if v := opts.Get("mulpdu"); v.Truthy() {
-		mulpdu = min(max(v.Int(), peer.MinMPAMULPDU), mpa.MaxMULPDU)
+		mulpdu = v.Int()
 	}
+	mulpdu = peer.MPAMULPDU(mulpdu)
 	markers := opts.Get("markers").Truthy()
 	s, err := newSession(0)
 	if err != nil {

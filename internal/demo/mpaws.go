@@ -28,13 +28,8 @@ type ticket struct {
 // newTicket answers a page that falls back to MPA over a WebSocket: the
 // ticket it must present on /mpa.
 func (s *Server) newTicket(t *tab, m Message) error {
-	mulpdu := m.MULPDU
-	if mulpdu == 0 {
-		mulpdu = mpa.MaxMULPDU
-	}
-	// MPA's range (RFC 5044 §3, §4.5); the page's sizes outside it are
-	// for the data channel, and the answer says what MPA will use.
-	mulpdu = min(max(mulpdu, peer.MinMPAMULPDU), mpa.MaxMULPDU)
+	// The answer says what MPA will use.
+	mulpdu := peer.MPAMULPDU(m.MULPDU)
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err

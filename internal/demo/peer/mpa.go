@@ -15,6 +15,17 @@ import (
 // §4.5). The page's smaller sizes apply to the data channel only.
 const MinMPAMULPDU = mpa.MinMULPDU
 
+// MPAMULPDU returns the segment size the demo uses over MPA for a page's
+// choice of n octets (0: the largest): within MPA's range, "between 128
+// octets and 64768 octets, inclusive" (RFC 5044 §3); the page's sizes
+// outside it are for the data channel.
+func MPAMULPDU(n int) int {
+	if n == 0 {
+		return mpa.MaxMULPDU
+	}
+	return min(max(n, MinMPAMULPDU), mpa.MaxMULPDU)
+}
+
 // CapMULPDU returns ep, which makes its DDP segments no larger than n
 // octets whatever its LLP offers: over a WebSocket, MPA knows no EMSS and
 // offers RFC 5044 §3's largest MULPDU, 64768, and the demo cuts messages
