@@ -157,8 +157,8 @@ func Answer(offer EnhancedData, ird, ord int, accepts []RTR) (reply EnhancedData
 // client-server model). It fails with term.MPAInsufficientIRD when the
 // responder's ORD exceeds the initiator's IRD, and with
 // term.MPANoMatchingRTR when no RTR indication fits: the initiator then
-// terminates the connection with that error (§9.1, §9.2). An answer that
-// breaks §9.2 gives an error wrapping ErrEnhancedData.
+// terminates the connection with that error (§9.1, §9.2). So does an
+// answer whose connection model (Control Flag A) is not the offer's.
 func Settle(offer, reply EnhancedData, ird, ord int, prefer []RTR) (newORD int, rtr RTR, err error) {
 	newORD = ord
 	// "The initiator MUST leave its local endpoint ORD value unchanged
@@ -167,7 +167,14 @@ func Settle(offer, reply EnhancedData, ird, ord int, prefer []RTR) (newORD int, 
 		newORD = int(reply.IRD)
 	}
 	if offer.PeerToPeer != reply.PeerToPeer {
-		return ord, RTRNone, fmt.Errorf("%w: the answer's connection model (Control Flag A %t) differs from the offer's (%t)", ErrEnhancedData, reply.PeerToPeer, offer.PeerToPeer)
+		// "If Control Flag A is 1 in the MPA Request message, then the
+		// responder MUST set Control Flag A to 1 in the MPA reply
+		// message"; "The responder MUST set Control Flag A to 0 if Control
+		// Flag A is 0 in the request." (§9.2) The two ends have no
+		// connection model in common, and the TERM for "failure to
+		// negotiate a mutually compatible connection model or RTR option"
+		// is "Layer 2, Error Type 0, Error Code 7".
+		return ord, RTRNone, term.MPANoMatchingRTR.With("the responder's connection model (Control Flag A %t) differs from the offer's (%t)", reply.PeerToPeer, offer.PeerToPeer)
 	}
 	// "If the initiator does not have sufficient resources for the
 	// required IRD, it MUST send a TERM message ... Layer 2, Error Type 0,

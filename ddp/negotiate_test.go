@@ -147,9 +147,16 @@ func TestNegotiateRTR(t *testing.T) {
 	if _, rtr, err := Settle(offer, reply, 8, 0, []RTR{r, w}); err != nil || rtr != w {
 		t.Fatalf("with ORD 0: %v, %v", rtr, err)
 	}
-	// A reply whose connection model differs from the offer's.
-	if _, _, err := Settle(Offer(8, 8, []RTR{w}), EnhancedData{IRD: 8, ORD: 8}, 8, 8, []RTR{w}); !errors.Is(err, ErrEnhancedData) {
+	// A reply whose connection model differs from the offer's: no
+	// "mutually compatible connection model", so TERM 2/0/7 (§9.2).
+	if _, _, err := Settle(Offer(8, 8, []RTR{w}), EnhancedData{IRD: 8, ORD: 8}, 8, 8, []RTR{w}); !errors.Is(err, term.MPANoMatchingRTR) {
 		t.Fatalf("a client-server reply to a peer-to-peer offer: %v", err)
+	}
+	p2p := EnhancedData{IRD: 8, ORD: 8}
+	p2p.PeerToPeer = true
+	p2p.set(w)
+	if _, _, err := Settle(Offer(8, 8, nil), p2p, 8, 8, nil); !errors.Is(err, term.MPANoMatchingRTR) {
+		t.Fatalf("a peer-to-peer reply to a client-server offer: %v", err)
 	}
 }
 

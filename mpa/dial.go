@@ -15,6 +15,12 @@ import (
 // Reply, negotiates CRCs, Markers, IRD/ORD and the RTR indication (RFC
 // 6581), and starts ep on the connection. ctx bounds the whole startup;
 // so does the Config's HandshakeTimeout. A nil cfg means the defaults.
+//
+// A Reply with the Rejected Connection bit gives a *ddp.RejectedError.
+// MPA exits then, leaving the TCP connection open, and "The ULP may close
+// TCP or use the connection for other purposes" (RFC 5044 §7.1.2 rule
+// 3): Dial, which made the connection, closes it; a ULP that would use it
+// makes the connection itself and starts MPA on it with Client.
 func Dial(ctx context.Context, network, addr string, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -37,6 +43,9 @@ func Dial(ctx context.Context, network, addr string, ep ddp.Endpoint, cfg *Confi
 // Client runs the Initiator's startup over nc, a connection the caller
 // made (from a chosen local address, through a proxy, ...), and starts ep
 // on it, as Dial does after connecting. On an error the caller closes nc.
+// After a Reject (a *ddp.RejectedError) nc is open and past the Reply,
+// for the caller to close or to use for other purposes (RFC 5044 §7.1.2
+// rule 3); over Config.TLS its TLS session is lost with the Reject.
 func Client(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}

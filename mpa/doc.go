@@ -89,7 +89,9 @@
 //     whose registered name speaks of startup frames). RFC 5044 §8 has no
 //     code for a bad ULPDU_Length; the framing after such a field cannot
 //     be trusted, so the Reader stops there instead of reading up to
-//     65535 octets to check a CRC.
+//     65535 octets to check a CRC. In Full Operation the Terminate
+//     carrying that code goes out before the connection closes; an invalid
+//     Request or Reply Frame closes it at once, as code 4 says.
 //
 //   - Markers are checked on every Marker, in order (RFC 5044 §8 makes
 //     that optional for in-order reception); a mismatch is reported only

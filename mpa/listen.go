@@ -376,26 +376,50 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 }
 
 // Reject sends an MPA Reply Frame with the Rejected Connection bit and
-// privateData, then closes the connection (RFC 5044 §7.1.2 rule 2). For an
-// enhanced Request the Reply carries this end's IRD and ORD.
+// privateData, and closes the TCP connection: MPA exits there, and "The
+// ULP may close TCP or use the connection for other purposes" (RFC 5044
+// §7.1.2 rule 2); Reject is the first choice, RejectKeepOpen the second.
+// For an enhanced Request the Reply carries this end's IRD and ORD.
 func (r *Request) Reject(privateData []byte, ird, ord int) error {
+	nc, err := r.RejectKeepOpen(privateData, ird, ord)
+	if nc != nil {
+		nc.Close()
+	}
+	return err
+}
+
+// RejectKeepOpen sends the Reply that Reject sends and returns the TCP
+// connection, still open: "the implementation MUST exit MPA, leaving the
+// TCP connection open" (RFC 5044 §7.1.2 rule 2). The caller owns it from
+// then on; the Listener no longer counts it against the peer's limit. On
+// an error the connection is closed and nil is returned.
+func (r *Request) RejectKeepOpen(privateData []byte, ird, ord int) (net.Conn, error) {
 	err := errDecided
+	var nc net.Conn
 	r.once.Do(func() {
 		defer r.done()
-		defer r.nc.Close()
-		cfg := r.cfg
-		rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC || r.req.CRC, Rev: r.req.Rev, PrivateData: privateData}
-		if r.Enhanced != nil {
-			e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
-			rep.Enhanced = true
-			rep.PrivateData = append(e.Append(nil), privateData...)
-		}
-		if err = rep.Validate(); err != nil {
+		if err = r.reject(privateData, ird, ord); err != nil {
+			r.nc.Close()
 			return
 		}
-		done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
-		defer done()
-		_, err = r.nc.Write(rep.Append(nil))
+		nc = r.nc
 	})
+	return nc, err
+}
+
+func (r *Request) reject(privateData []byte, ird, ord int) error {
+	cfg := r.cfg
+	rep := Frame{Reply: true, Reject: true, Markers: cfg.Markers, CRC: !cfg.NoCRC || r.req.CRC, Rev: r.req.Rev, PrivateData: privateData}
+	if r.Enhanced != nil {
+		e, _ := ddp.Answer(*r.Enhanced, ird, ord, responderRTRs)
+		rep.Enhanced = true
+		rep.PrivateData = append(e.Append(nil), privateData...)
+	}
+	if err := rep.Validate(); err != nil {
+		return err
+	}
+	done := deadline(context.Background(), r.nc, cfg.handshakeTimeout())
+	defer done()
+	_, err := r.nc.Write(rep.Append(nil))
 	return err
 }
