@@ -79,7 +79,13 @@ type fpduMarkers [maxMarkersPerFPDU][MarkerLen]byte
 // NewWriter returns a Writer that writes FPDUs to w with the given
 // options. The first octet it writes is the first octet of Full Operation
 // (SeqStart, RFC 5044 §4.3): create it right after the startup frames.
+// A MaxULPDU below MinMULPDU is taken as MinMULPDU: "The range of MULPDU
+// values MUST be between 128 octets and 64768 octets, inclusive" (RFC
+// 5044 §3), and the Writer's MaxULPDU is the MULPDU it offers DDP.
 func NewWriter(w io.Writer, o Options) *Writer {
+	if o.MaxULPDU > 0 && o.MaxULPDU < MinMULPDU {
+		o.MaxULPDU = MinMULPDU
+	}
 	wr := &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
 	if o.Markers {
 		wr.markers = make([]fpduMarkers, maxQueued)

@@ -93,12 +93,25 @@ func TestWriterRoundTrip(t *testing.T) {
 
 func TestWriterErrors(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Options{MaxULPDU: 100})
-	if err := w.WriteFPDU(make([]byte, 50), [][]byte{make([]byte, 51)}); err != ErrULPDUTooLong || buf.Len() != 0 {
+	w := NewWriter(&buf, Options{MaxULPDU: 200})
+	if err := w.WriteFPDU(make([]byte, 100), [][]byte{make([]byte, 101)}); err != ErrULPDUTooLong || buf.Len() != 0 {
 		t.Fatalf("too long: %v, wrote %d", err, buf.Len())
 	}
-	if w.MULPDU() != 100 {
+	if w.MULPDU() != 200 {
 		t.Fatalf("MULPDU %d", w.MULPDU())
+	}
+	// "The range of MULPDU values MUST be between 128 octets and 64768
+	// octets, inclusive" (RFC 5044 §3): a smaller limit offers DDP 128,
+	// and a ULPDU of that size goes.
+	small := NewWriter(io.Discard, Options{MaxULPDU: 100})
+	if m := small.MULPDU(); m != MinMULPDU {
+		t.Fatalf("MULPDU %d with MaxULPDU 100, want %d", m, MinMULPDU)
+	}
+	if err := small.WriteFPDU(make([]byte, 18), [][]byte{make([]byte, MinMULPDU-18)}); err != nil {
+		t.Fatalf("a ULPDU of the MULPDU: %v", err)
+	}
+	if err := small.WriteFPDU(make([]byte, 18), [][]byte{make([]byte, MinMULPDU-17)}); err != ErrULPDUTooLong {
+		t.Fatalf("a ULPDU above the MULPDU: %v", err)
 	}
 	// With no limit set the MULPDU is RFC 5044 §3's largest, so that DDP,
 	// which sizes its segments by it, posts no ULPDU above 64768 octets.
