@@ -27,7 +27,11 @@
 // RegisterMemory gives a buffer an STag and a Tagged Offset range, with
 // access rights (RemoteWrite, RemoteRead, RemoteAtomic, LocalWrite);
 // MemoryRegion.Remote describes it for the peer as a RemoteBuffer, whose
-// 16-octet form travels in private data or in a Send. A QueuePair is one
+// 16-octet form travels in private data or in a Send. An STag is usable
+// on every queue pair of its domain (RFC 5041 §8.2's Protection Domain
+// association), except a memory window bound to one queue pair with
+// QueuePair.BindWindow (§8.2's DDP Stream association; MemoryRegion's
+// BindWindow binds one for the domain). A QueuePair is one
 // RDMAP stream: work requests posted on its send queue (PostWrite,
 // PostRead, PostSend, PostAtomic, PostInvalidate, PostBatch for several
 // at once) and receive buffers on its receive queue (PostRecv, or a

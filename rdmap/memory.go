@@ -54,6 +54,7 @@ var (
 	ErrPDLimit      = errors.New("rdmap: the protection domain's registration limit is reached")
 	ErrInvalidSTag  = errors.New("rdmap: the STag is not valid (never registered, deregistered or invalidated)")
 	ErrWrongPD      = errors.New("rdmap: the STag belongs to another protection domain")
+	ErrWrongQP      = errors.New("rdmap: the STag is bound to another queue pair")
 	ErrBounds       = errors.New("rdmap: the range is outside the registered memory")
 	ErrRights       = errors.New("rdmap: the memory region lacks the access rights this needs")
 	ErrWindowBound  = errors.New("rdmap: the memory region still has memory windows bound to it")
@@ -146,8 +147,9 @@ type region struct {
 	base    uint64 // the Tagged Offset of mem[0]
 	access  Access
 	valid   bool
-	parent  *region // windows: the region they are bound to
-	windows int     // regions: windows bound to it
+	qp      *QueuePair // a window bound to one DDP Stream (QueuePair.BindWindow); nil: the domain's
+	parent  *region    // windows: the region they are bound to
+	windows int        // regions: windows bound to it
 }
 
 // MemoryRegion is registered memory, named by an STag.
@@ -280,8 +282,32 @@ func (w *MemoryWindow) Base() uint64 { return w.r.base }
 func (w *MemoryWindow) Len() int { return len(w.r.mem) }
 
 // BindWindow binds a memory window to length octets of m from offset,
-// with rights that must be a subset of m's remote rights.
+// with rights that must be a subset of m's remote rights. The window's
+// STag is usable on every queue pair of m's protection domain (RFC 5041
+// §8.2's Protection Domain association); QueuePair.BindWindow makes one
+// for a single queue pair.
 func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*MemoryWindow, error) {
+	return m.bindWindow(nil, offset, length, access)
+}
+
+// BindWindow binds a memory window as MemoryRegion.BindWindow does, and
+// associates its STag with this queue pair's DDP Stream alone (RFC 5041
+// §8.2's DDP Stream association; a type 2 window in verbs): a peer's
+// access through it on any other queue pair of the domain is refused
+// with the STag-not-associated Terminate of its layer, and, since no
+// other stream shares it, the peer may invalidate it with a Send with
+// Invalidate on this one even when the domain has other queue pairs. m
+// must belong to the queue pair's protection domain. The window stays
+// usable on no queue pair once this one is closed; Invalidate releases
+// it.
+func (qp *QueuePair) BindWindow(m *MemoryRegion, offset uint64, length int, access Access) (*MemoryWindow, error) {
+	if m.r.pd != qp.pd {
+		return nil, ErrWrongPD
+	}
+	return m.bindWindow(qp, offset, length, access)
+}
+
+func (m *MemoryRegion) bindWindow(qp *QueuePair, offset uint64, length int, access Access) (*MemoryWindow, error) {
 	if access&^remoteRights != 0 {
 		return nil, fmt.Errorf("rdmap: a memory window grants remote rights only, not %v", access)
 	}
@@ -291,7 +317,7 @@ func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*Me
 	if offset > uint64(len(m.r.mem)) || uint64(length) > uint64(len(m.r.mem))-offset {
 		return nil, ErrBounds
 	}
-	w := &region{pd: m.r.pd, mem: m.r.mem[offset : offset+uint64(length)], base: m.r.base + offset, access: access, valid: true, parent: m.r}
+	w := &region{pd: m.r.pd, qp: qp, mem: m.r.mem[offset : offset+uint64(length)], base: m.r.base + offset, access: access, valid: true, parent: m.r}
 	d := m.r.pd.dev
 	if err := d.insert(w); err != nil {
 		return nil, err
@@ -306,20 +332,22 @@ func (m *MemoryRegion) BindWindow(offset uint64, length int, access Access) (*Me
 // window): it is rejected from then on. A region's STag can be
 // invalidated only when no window is bound to it.
 func (pd *ProtectionDomain) Invalidate(stag uint32) error {
-	return pd.dev.invalidate(pd, stag, false)
+	return pd.dev.invalidate(pd, stag, nil)
 }
 
 // ErrSharedSTag is the reason a peer may not invalidate an STag.
 var ErrSharedSTag = errors.New("rdmap: the STag is enabled for remote access on several streams")
 
-// invalidate removes stag; pd must own it. For a remote invalidation
-// (Send with Invalidate), an STag enabled for remote access that several
-// streams share is refused: "An RNIC MUST ensure that a Remote Peer is not
-// able to invalidate an STag enabled for remote access, if the STag is
-// shared on multiple streams." (RFC 5040 §8.1.1 item 7; RFC 5042
-// §6.4.5). STags are scoped by protection domain here, so one is shared
-// when its domain has more than one queue pair.
-func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote bool) error {
+// invalidate removes stag; pd must own it. A remote invalidation (a Send
+// with Invalidate arriving on the queue pair remote; nil for a local one)
+// needs an STag associated with that stream, and one enabled for remote
+// access that several streams share is refused: "An RNIC MUST ensure that
+// a Remote Peer is not able to invalidate an STag enabled for remote
+// access, if the STag is shared on multiple streams." (RFC 5040 §8.1.1
+// item 7; RFC 5042 §6.4.5). An STag of the protection domain's is shared
+// when the domain has more than one queue pair; a window bound to one
+// queue pair never is.
+func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote *QueuePair) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.stags[stag>>8]
@@ -329,7 +357,10 @@ func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote bool) erro
 	if r.pd != pd {
 		return ErrWrongPD
 	}
-	if remote && r.access&remoteRights != 0 && pd.qps > 1 {
+	if remote != nil && r.qp != nil && r.qp != remote {
+		return ErrWrongQP
+	}
+	if remote != nil && r.sharedLocked() {
 		return ErrSharedSTag
 	}
 	if r.windows > 0 {
@@ -376,9 +407,11 @@ func (f stagFault) rdmap() *term.Error {
 	return nil
 }
 
-// lookup resolves an STag for a peer's access: it must exist, be valid,
-// belong to pd, and grant need.
-func (d *Device) lookup(pd *ProtectionDomain, stag uint32, need Access) (*region, stagFault) {
+// lookup resolves an STag for a peer's access on qp's stream: it must
+// exist, be valid, be associated with the stream (belong to qp's
+// protection domain and, for a window bound to one queue pair, to qp:
+// RFC 5041 §8.2), and grant need.
+func (d *Device) lookup(qp *QueuePair, stag uint32, need Access) (*region, stagFault) {
 	d.mu.RLock()
 	r := d.stags[stag>>8]
 	ok := r != nil && r.stag == stag && r.valid
@@ -386,7 +419,7 @@ func (d *Device) lookup(pd *ProtectionDomain, stag uint32, need Access) (*region
 	switch {
 	case !ok:
 		return nil, stagInvalid
-	case r.pd != pd:
+	case r.pd != qp.pd, r.qp != nil && r.qp != qp:
 		return nil, stagNotAssociated
 	case r.access&need != need:
 		return nil, stagRights
@@ -401,11 +434,17 @@ func u32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
 
 // shared reports whether a peer may not invalidate stag because several
 // streams share it (see invalidate).
-func (d *Device) shared(pd *ProtectionDomain, stag uint32) bool {
+func (d *Device) shared(stag uint32) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	r := d.stags[stag>>8]
-	return r != nil && r.stag == stag && r.access&remoteRights != 0 && pd.qps > 1
+	return r != nil && r.stag == stag && r.sharedLocked()
+}
+
+// sharedLocked reports whether r is enabled for remote access on more
+// than one stream. d.mu is held.
+func (r *region) sharedLocked() bool {
+	return r.access&remoteRights != 0 && r.qp == nil && r.pd.qps > 1
 }
 
 // atomicWord returns the 64-bit word at the start of mem, the target of

@@ -547,7 +547,7 @@ func TestRemoteInvalidateSharedSTag(t *testing.T) {
 	}
 	// The STag is still valid: the Write that follows on another stream
 	// could still use it.
-	if _, f := c.dev.lookup(c.pd, c.src.STag(), RemoteWrite); f != stagOK {
+	if _, f := c.dev.lookup(c.qp, c.src.STag(), RemoteWrite); f != stagOK {
 		t.Fatalf("the shared STag was invalidated: %v", f.ddp())
 	}
 	// Locally it can be invalidated.

@@ -63,10 +63,10 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 		// associated to this RDMAP Stream". Checked here, before the
 		// payload is placed, as well as when the Send is delivered.
 		stag := u32(h.RsvdULP[1:5])
-		if _, f := qp.pd.dev.lookup(qp.pd, stag, 0); f != stagOK {
+		if _, f := qp.pd.dev.lookup(qp, stag, 0); f != stagOK {
 			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %s", stag, f.rdmap().Name())
 		}
-		if qp.pd.dev.shared(qp.pd, stag) {
+		if qp.pd.dev.shared(stag) {
 			return term.RDMAPProtCannotInvalidate.With("STag %#08x: %v", stag, ErrSharedSTag)
 		}
 	}
@@ -110,7 +110,7 @@ func (r *receiver) TaggedBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
 			return ddp.TaggedBuffer{}, term.DDPInvalidSTag.With("Read Response to STag %#08x; the outstanding Read Request named %#08x", h.STag, want)
 		}
 	}
-	reg, f := qp.pd.dev.lookup(qp.pd, h.STag, need)
+	reg, f := qp.pd.dev.lookup(qp, h.STag, need)
 	if f != stagOK {
 		return ddp.TaggedBuffer{}, f.ddp().With("STag %#08x", h.STag)
 	}
@@ -166,7 +166,7 @@ func (qp *QueuePair) deliverSend(op Opcode, d *ddp.Delivery) {
 		// or issue a Terminate Message with the STag Cannot be Invalidated
 		// Terminate Error Code, if the STag is not associated with the
 		// RDMAP Stream." (§5.3)
-		if err := qp.pd.dev.invalidate(qp.pd, stag, true); err != nil {
+		if err := qp.pd.dev.invalidate(qp.pd, stag, qp); err != nil {
 			e := term.RDMAPProtCannotInvalidate.With("STag %#08x: %v", stag, err)
 			c.Status, c.Err = StatusInvSTagErr, e
 			qp.pushRecv(c, false)
@@ -211,7 +211,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// validate the Data Source STag and Data Source Tagged Offset ...
 	// and MUST respond with a zero-length RDMA Read Response Message."
 	if rr.RDMARDSZ > 0 {
-		reg, f := qp.pd.dev.lookup(qp.pd, rr.SrcSTag, RemoteRead)
+		reg, f := qp.pd.dev.lookup(qp, rr.SrcSTag, RemoteRead)
 		e := f.rdmap()
 		if e == nil {
 			n := uint64(rr.RDMARDSZ)
@@ -290,7 +290,7 @@ func (qp *QueuePair) deliverAtomicRequest(d *ddp.Delivery) {
 	// this stream's, and allow remote atomics; the 8 octets must lie in
 	// its range, without wrapping (RFC 5040 §7.2's checks of a Read
 	// Request's Data Source STag and TO, with RDMAP's codes).
-	reg, f := qp.pd.dev.lookup(qp.pd, req.STag, RemoteAtomic)
+	reg, f := qp.pd.dev.lookup(qp, req.STag, RemoteAtomic)
 	if e := f.rdmap(); e != nil {
 		fail(e.With("Atomic Request for STag %#08x TO %#x", req.STag, req.TO))
 		return
