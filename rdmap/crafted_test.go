@@ -2,6 +2,7 @@ package rdmap
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -106,6 +107,18 @@ func newCrafted(t *testing.T) *crafted {
 	s.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: c.rbuf, Length: 64}}})
 	t.Cleanup(func() { ea.Close() })
 	return c
+}
+
+// otherQP makes a second queue pair in the side's protection domain,
+// which then shares the domain's STags with the one under test.
+func (c *crafted) otherQP(t *testing.T) *QueuePair {
+	cq := c.dev.NewCompletionQueue(8)
+	qp, err := c.pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qp.Close(context.Background()) })
+	return qp
 }
 
 func rrSeg(msn uint32, rr ReadRequest) []byte {

@@ -534,12 +534,7 @@ func TestCQSpin(t *testing.T) {
 func TestRemoteInvalidateSharedSTag(t *testing.T) {
 	c := newCrafted(t)
 	// A second queue pair in the same domain shares every STag of it.
-	cq := c.dev.NewCompletionQueue(8)
-	other, err := c.pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
+	c.otherQP(t)
 	c.peer.send(t, untaggedSeg(byte(MakeControl(OpSendInvalidate)), c.src.STag(), 0, 1, []byte("x")))
 	_, th := c.peer.terminate(t)
 	if !errors.Is(th.Err(), term.RDMAPProtCannotInvalidate) {

@@ -2,7 +2,6 @@ package rdmap
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 
@@ -34,12 +33,7 @@ func TestWindowOfAnotherStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCrafted(t)
-			cq := c.dev.NewCompletionQueue(8)
-			other, err := c.pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close(context.Background())
+			other := c.otherQP(t)
 			w, err := other.BindWindow(c.src, 0, 100, RemoteRead|RemoteWrite)
 			if err != nil {
 				t.Fatal(err)
@@ -72,12 +66,7 @@ func TestWindowOfAnotherStream(t *testing.T) {
 // region's STag in that domain is shared: TestRemoteInvalidateSharedSTag.
 func TestWindowOfThisStream(t *testing.T) {
 	c := newCrafted(t)
-	cq := c.dev.NewCompletionQueue(8)
-	other, err := c.pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
+	other := c.otherQP(t)
 	if _, err := c.qp.BindWindow(c.foreign, 0, 10, RemoteWrite); !errors.Is(err, ErrWrongPD) {
 		t.Fatalf("a window on another domain's region: %v", err)
 	}
