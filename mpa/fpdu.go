@@ -126,7 +126,7 @@ func AppendFPDU(b []byte, pos uint64, o Options, ulpdu []byte) ([]byte, error) {
 		return b, errUnaligned
 	}
 	sw := &sliceWriter{b: b}
-	w := NewWriter(sw, o)
+	w := newWriter(sw, o)
 	w.pos = pos
 	if err := w.WriteFPDU(nil, [][]byte{ulpdu}); err != nil {
 		return b, err

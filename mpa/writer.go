@@ -86,6 +86,11 @@ func NewWriter(w io.Writer, o Options) *Writer {
 	if o.MaxULPDU > 0 && o.MaxULPDU < MinMULPDU {
 		o.MaxULPDU = MinMULPDU
 	}
+	return newWriter(w, o)
+}
+
+// newWriter is NewWriter with o.MaxULPDU as given: AppendFPDU's limit.
+func newWriter(w io.Writer, o Options) *Writer {
 	wr := &Writer{w: w, opts: o, bufs: make([][]byte, 0, 16)}
 	if o.Markers {
 		wr.markers = make([]fpduMarkers, maxQueued)
