@@ -158,6 +158,7 @@ type Stream struct {
 
 	mu      sync.Mutex // guards queues
 	queues  []queue
+	placing sync.Mutex // held from a segment's checks to the end of its placement (Quiesce)
 	stopped atomic.Bool
 	done    chan struct{} // closed when the stream stops
 
@@ -272,12 +273,16 @@ func (s *Stream) Receive(seq uint32, seg []byte) error {
 	// s.current rather than h: a pointer to it handed to the ULP does not
 	// make every segment's header escape to the heap.
 	s.current = h
+	s.placing.Lock()
 	t, terr := s.check(&s.current, n)
+	if terr == nil {
+		t.write(seg[hl:])
+	}
+	s.placing.Unlock()
 	if terr != nil {
 		s.stop(terr, seg[:hl], len(seg))
 		return terr
 	}
-	t.write(seg[hl:])
 	if d := seq - s.next; d >= uint32(len(s.slots)) {
 		s.grow(d + 1)
 	}
@@ -478,6 +483,19 @@ func (s *Stream) consume(d *Delivery) *term.Error {
 	q.count--
 	q.headMSN++
 	return nil
+}
+
+// Quiesce returns once no segment is being placed: a segment whose
+// target buffer was resolved (ULP.TaggedBuffer) before the call has been
+// written by then, and one checked after it sees what the ULP changed
+// before it. The ULP calls it when it revokes access to memory, so that
+// "the network interface can no longer modify an Advertised Buffer after
+// the ULP revokes remote access rights for an STag" (RFC 5040 §8.1.1
+// item 6). It may be called from any goroutine, the stream's receive
+// goroutine included outside Receive's checks (in Deliver, say).
+func (s *Stream) Quiesce() {
+	s.placing.Lock()
+	s.placing.Unlock()
 }
 
 // Fail stops the stream for an error found outside DDP's checks: an LLP

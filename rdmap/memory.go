@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -112,10 +113,10 @@ type ProtectionDomain struct {
 	dev *Device
 	id  uint32
 	// Guarded by dev.mu.
-	qps      int   // queue pairs made in the domain and not yet closed
-	stags    int   // STags registered in the domain (regions and windows)
-	bytes    int64 // octets of its memory regions
-	maxSTags int   // SetLimits; 0: no limit of its own
+	qps      []*QueuePair // queue pairs made in the domain and not yet closed
+	stags    int          // STags registered in the domain (regions and windows)
+	bytes    int64        // octets of its memory regions
+	maxSTags int          // SetLimits; 0: no limit of its own
 	maxBytes int64
 }
 
@@ -246,15 +247,32 @@ func (d *Device) insert(r *region) error {
 func (m *MemoryRegion) Deregister() error {
 	d := m.r.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if cur := d.stags[m.r.stag>>8]; cur != m.r {
+		d.mu.Unlock()
 		return ErrInvalidSTag
 	}
 	if m.r.windows > 0 {
+		d.mu.Unlock()
 		return ErrWindowBound
 	}
 	d.remove(m.r)
+	qps := slices.Clone(m.r.pd.qps)
+	d.mu.Unlock()
+	quiesce(qps)
 	return nil
+}
+
+// quiesce waits until no segment is being placed on the queue pairs,
+// once an STag has been removed: "An RNIC MUST ensure that the network
+// interface can no longer modify an Advertised Buffer after the ULP
+// revokes remote access rights for an STag." (RFC 5040 §8.1.1 item 6) A
+// segment checked before the removal may still be writing to the memory;
+// one checked after finds the STag invalid. Deregister and Invalidate
+// return only then.
+func quiesce(qps []*QueuePair) {
+	for _, qp := range qps {
+		qp.stream.Quiesce()
+	}
 }
 
 // remove takes r out of the STag namespace. The caller holds d.mu.
@@ -349,24 +367,28 @@ var ErrSharedSTag = errors.New("rdmap: the STag is enabled for remote access on 
 // queue pair never is.
 func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote *QueuePair) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	r := d.stags[stag>>8]
-	if r == nil || r.stag != stag || !r.valid {
-		return ErrInvalidSTag
+	var err error
+	switch {
+	case r == nil || r.stag != stag || !r.valid:
+		err = ErrInvalidSTag
+	case r.pd != pd:
+		err = ErrWrongPD
+	case remote != nil && r.qp != nil && r.qp != remote:
+		err = ErrWrongQP
+	case remote != nil && r.sharedLocked():
+		err = ErrSharedSTag
+	case r.windows > 0:
+		err = ErrWindowBound
 	}
-	if r.pd != pd {
-		return ErrWrongPD
-	}
-	if remote != nil && r.qp != nil && r.qp != remote {
-		return ErrWrongQP
-	}
-	if remote != nil && r.sharedLocked() {
-		return ErrSharedSTag
-	}
-	if r.windows > 0 {
-		return ErrWindowBound
+	if err != nil {
+		d.mu.Unlock()
+		return err
 	}
 	d.remove(r)
+	qps := slices.Clone(pd.qps)
+	d.mu.Unlock()
+	quiesce(qps)
 	return nil
 }
 
@@ -444,7 +466,7 @@ func (d *Device) shared(stag uint32) bool {
 // sharedLocked reports whether r is enabled for remote access on more
 // than one stream. d.mu is held.
 func (r *region) sharedLocked() bool {
-	return r.access&remoteRights != 0 && r.qp == nil && r.pd.qps > 1
+	return r.access&remoteRights != 0 && r.qp == nil && len(r.pd.qps) > 1
 }
 
 // atomicWord returns the 64-bit word at the start of mem, the target of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -264,7 +265,7 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	cfg.RecvCQ.attach(qp, true)
 	cfg.SendCQ.attach(qp, false)
 	pd.dev.mu.Lock()
-	pd.qps++
+	pd.qps = append(pd.qps, qp)
 	pd.dev.mu.Unlock()
 	if cfg.SRQ != nil {
 		s.SetSource(QNSend, cfg.SRQ)
@@ -403,9 +404,6 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	qp.setState(StateClosed)
 	qp.fault = errClosed
 	qp.mu.Unlock()
-	qp.pd.dev.mu.Lock()
-	qp.pd.qps--
-	qp.pd.dev.mu.Unlock()
 	qp.cfg.RecvCQ.detach(qp, true)
 	qp.cfg.SendCQ.detach(qp, false)
 	// Placement stops; the state is CLOSED already, so this raises no
@@ -423,6 +421,11 @@ func (qp *QueuePair) Close(ctx context.Context) error {
 	// A posting goroutine may be sending: wait for it.
 	qp.sendMu.Lock()
 	qp.sendMu.Unlock()
+	// The domain counts the queue pair until its placements have ended:
+	// revoking memory waits for those of every queue pair listed.
+	qp.pd.dev.mu.Lock()
+	qp.pd.qps = slices.DeleteFunc(qp.pd.qps, func(q *QueuePair) bool { return q == qp })
+	qp.pd.dev.mu.Unlock()
 	qp.closeTerminated()
 	return err
 }
