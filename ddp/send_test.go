@@ -38,7 +38,23 @@ type wantSeg struct {
 	n    int
 }
 
-func checkSegs(t *testing.T, r *recorder, tagged bool, want []wantSeg, msg []byte) {
+// checkSegs checks that the segments r holds are those of one DDP message
+// msg, cut as want lists them (the L flag, TO or MO, and payload length of
+// each). ulp holds what the ULP gave with the message: the model (Tagged),
+// the RsvdULP, and for a tagged message the STag and the initial TO, for
+// an untagged one the QN and the MSN. Every segment must carry those
+// fields as given: "Each DDP Segment within a specific DDP Message MUST
+// contain the same value for this field" (RFC 5041 §4.2 and §4.3, of the
+// RsvdULP, the STag, the QN and the MSN; the STag and the QN "MUST be the
+// value supplied by the ULP"). Its TO must be "the octet offset from the
+// first octet in the associated ULP Message to the first octet in the ULP
+// Payload contained in the DDP Segment, plus the TO assigned to the first
+// octet in the associated ULP Message", its MO "the octet offset from the
+// first octet in the associated ULP Message (which is defined to be zero)
+// to the first octet in the ULP Payload contained in the DDP Segment"
+// (§5.2). L is set on the last segment only (§4.1), and together the
+// segments carry the whole message (§5.2).
+func checkSegs(t *testing.T, r *recorder, ulp Header, want []wantSeg, msg []byte) {
 	t.Helper()
 	if len(r.segs) != len(want) {
 		t.Fatalf("%d segments, want %d", len(r.segs), len(want))
@@ -52,18 +68,40 @@ func checkSegs(t *testing.T, r *recorder, tagged bool, want []wantSeg, msg []byt
 		if len(seg) > r.mulpdu {
 			t.Errorf("segment %d is %d octets, over the MULPDU %d", i, len(seg), r.mulpdu)
 		}
+		if h.Tagged != ulp.Tagged || h.DV != Version {
+			t.Fatalf("segment %d: %v, want tagged %v, DV %d", i, h, ulp.Tagged, Version)
+		}
+		if last := i == len(r.segs)-1; h.Last != last {
+			t.Errorf("segment %d of %d: L %v", i, len(r.segs), h.Last)
+		}
 		off := uint64(h.MO)
-		if tagged {
+		if ulp.Tagged {
 			off = h.TO
+			if h.STag != ulp.STag || h.RsvdULP[0] != ulp.RsvdULP[0] {
+				t.Errorf("segment %d: STag %#x RsvdULP %#02x, want the ULP's %#x and %#02x", i, h.STag, h.RsvdULP[0], ulp.STag, ulp.RsvdULP[0])
+			}
+			if h.TO != ulp.TO+uint64(pos) {
+				t.Errorf("segment %d: TO %#x, want %#x + %d octets sent before it", i, h.TO, ulp.TO, pos)
+			}
+		} else {
+			if h.RsvdULP != ulp.RsvdULP || h.QN != ulp.QN || h.MSN != ulp.MSN {
+				t.Errorf("segment %d: RsvdULP %x QN %d MSN %d, want %x, %d, %d", i, h.RsvdULP, h.QN, h.MSN, ulp.RsvdULP, ulp.QN, ulp.MSN)
+			}
+			if uint64(h.MO) != uint64(pos) {
+				t.Errorf("segment %d: MO %d, want the %d octets sent before it", i, h.MO, pos)
+			}
 		}
 		got := wantSeg{h.Last, off, len(seg) - hl}
-		if got != want[i] || h.Tagged != tagged || h.DV != 1 {
+		if got != want[i] {
 			t.Errorf("segment %d: %+v (%v), want %+v", i, got, h, want[i])
 		}
-		if !bytes.Equal(seg[hl:], msg[pos:pos+got.n]) {
-			t.Errorf("segment %d carries the wrong bytes", i)
+		if pos+got.n > len(msg) || !bytes.Equal(seg[hl:], msg[pos:pos+got.n]) {
+			t.Fatalf("segment %d carries the wrong bytes", i)
 		}
 		pos += got.n
+	}
+	if pos != len(msg) {
+		t.Errorf("the segments carry %d octets of a %d-octet message", pos, len(msg))
 	}
 }
 
@@ -87,7 +125,7 @@ func TestSegmentRFCUntaggedExample(t *testing.T) {
 	if err != nil || msn != 1 {
 		t.Fatalf("SendUntagged = %d, %v; want MSN 1 (RFC 5041 §4.3: the initial MSN MUST be one)", msn, err)
 	}
-	checkSegs(t, r, false, []wantSeg{{false, 0, 1482}, {true, 1482, 566}}, msg)
+	checkSegs(t, r, Header{RsvdULP: [5]byte{0x43}, QN: 0, MSN: 1}, []wantSeg{{false, 0, 1482}, {true, 1482, 566}}, msg)
 }
 
 // RFC 5041 §5.2: "if the ULP Tagged Message was 2048 octets with an
@@ -102,7 +140,7 @@ func TestSegmentRFCTaggedExample(t *testing.T) {
 	if err := s.SendTagged(0x40, 0x1234, 16384, [][]byte{msg}); err != nil {
 		t.Fatal(err)
 	}
-	checkSegs(t, r, true, []wantSeg{{false, 16384, 1486}, {true, 17870, 562}}, msg)
+	checkSegs(t, r, Header{Tagged: true, RsvdULP: [5]byte{0x40}, STag: 0x1234, TO: 16384}, []wantSeg{{false, 16384, 1486}, {true, 17870, 562}}, msg)
 }
 
 // seeds/000 §3.4: an RDMA Write of 8192 octets in 2048-octet payloads,
@@ -114,10 +152,7 @@ func TestSegmentSeedTaggedExample(t *testing.T) {
 	if err := s.SendTagged(0x40, 0x1234, 0x1000, [][]byte{msg[:100], msg[100:5000], msg[5000:]}); err != nil {
 		t.Fatal(err)
 	}
-	checkSegs(t, r, true, []wantSeg{{false, 0x1000, 2048}, {false, 0x1800, 2048}, {false, 0x2000, 2048}, {true, 0x2800, 2048}}, msg)
-	if h, _, _ := ParseHeader(r.segs[3]); h.STag != 0x1234 || h.RsvdULP[0] != 0x40 {
-		t.Fatalf("last segment %v", h)
-	}
+	checkSegs(t, r, Header{Tagged: true, RsvdULP: [5]byte{0x40}, STag: 0x1234, TO: 0x1000}, []wantSeg{{false, 0x1000, 2048}, {false, 0x1800, 2048}, {false, 0x2000, 2048}, {true, 0x2800, 2048}}, msg)
 }
 
 // seeds/000 §4.5: a Send of 6000 octets in 2048-octet payloads; its MSN
@@ -137,7 +172,48 @@ func TestSegmentSeedUntaggedExample(t *testing.T) {
 	if err != nil || msn != 47 {
 		t.Fatalf("MSN %d, %v", msn, err)
 	}
-	checkSegs(t, r, false, []wantSeg{{false, 0, 2048}, {false, 2048, 2048}, {true, 4096, 1904}}, msg)
+	checkSegs(t, r, Header{RsvdULP: [5]byte{0x43}, QN: 0, MSN: 47}, []wantSeg{{false, 0, 2048}, {false, 2048, 2048}, {true, 4096, 1904}}, msg)
+}
+
+// TestSegmentFieldsRepeat: messages of many segments whose every header
+// field is set, so that a field changed from one segment to the next
+// shows. A tagged message whose TO crosses 2^32 (the TO advances by the
+// payload in 64 bits), its last segment exactly full; an untagged one
+// with all five RsvdULP octets (RDMAP's control byte and Invalidate STag,
+// RFC 5040 §4.1), on queue 2, whose MSN is 2 after a message on that
+// queue and one on another. checkSegs says what each segment must carry.
+func TestSegmentFieldsRepeat(t *testing.T) {
+	const mulpdu = 64
+	segs := func(first uint64, n, max int) []wantSeg {
+		var w []wantSeg
+		for off := 0; off < n; off += max {
+			w = append(w, wantSeg{off+max >= n, first + uint64(off), min(max, n-off)})
+		}
+		return w
+	}
+
+	r := &recorder{mulpdu: mulpdu}
+	s := NewSender(r, 3, 0, nil)
+	msg := pattern(6 * (mulpdu - TaggedHeaderLen))
+	const to = 1<<32 - 100
+	if err := s.SendTagged(0x42, 0x89abcdef, to, [][]byte{msg[:7], msg[7:]}); err != nil {
+		t.Fatal(err)
+	}
+	checkSegs(t, r, Header{Tagged: true, RsvdULP: [5]byte{0x42}, STag: 0x89abcdef, TO: to}, segs(to, len(msg), mulpdu-TaggedHeaderLen), msg)
+
+	for _, qn := range []uint32{2, 0} {
+		if _, err := s.SendUntagged([5]byte{0x43}, qn, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.segs = nil
+	msg = pattern(7*(mulpdu-UntaggedHeaderLen) - 3)
+	rsvd := [5]byte{0x44, 0x12, 0x34, 0x56, 0x78}
+	msn, err := s.SendUntagged(rsvd, 2, [][]byte{msg[:100], nil, msg[100:]})
+	if err != nil || msn != 2 {
+		t.Fatalf("SendUntagged = MSN %d, %v; want MSN 2", msn, err)
+	}
+	checkSegs(t, r, Header{RsvdULP: rsvd, QN: 2, MSN: 2}, segs(0, len(msg), mulpdu-UntaggedHeaderLen), msg)
 }
 
 // "A zero-length DDP Message is allowed and MUST consume exactly one DDP

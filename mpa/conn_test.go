@@ -5,6 +5,7 @@ package mpa
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -300,36 +301,83 @@ func TestResponderWaitsForFirstFPDU(t *testing.T) {
 var zeroWrite = []byte{0xc1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 // Bad input in Full Operation gets MPA's Terminate and nothing is placed.
+// The Terminate carries the exact triple of RFC 5040 §4.8 (Layer and
+// Error Type in its first octet, Error Code in its second) that RFC
+// 6580 §3 registers: 0x2/0x0/0x02 "MPA CRC Error", 0x2/0x0/0x03 "MPA
+// Marker and ULPDU Length field mismatch", 0x2/0x0/0x04 "Invalid MPA
+// Request Frame or MPA Response Frame" (which this package uses for an
+// impossible ULPDU_Length), 0x1/0x1/0x00 "Tagged Buffer Error / Invalid
+// Steering Tag". A Marker whose FPDUPTR does not point at its FPDU's ULPDU_Length
+// field, in an FPDU whose CRC is valid, is RFC 5044 §8's error 3: "In
+// the event that the CRC is valid, received MPA Marker (if enabled) and
+// ULPDU Length fields do not agree on the start of an FPDU"; the
+// responder's Config.Markers has the raw initiator send Markers. Both
+// Marker cases carry a Send that the posted receive would take, so an
+// unchecked Marker would place it.
 func TestFullOperationErrors(t *testing.T) {
+	// A Send (QN 0, MSN 1, MO 0) of n octets.
+	send := func(n int) []byte {
+		return append([]byte{0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, fillp(make([]byte, n), 9)...)
+	}
 	for _, tc := range []struct {
-		name string
-		send func(c net.Conn, w *Writer)
-		want *term.Error
+		name    string
+		markers bool
+		send    func(t *testing.T, c net.Conn, w *Writer)
+		want    *term.Error
+		triple  [2]byte // the Terminate Control's first two octets
 	}{
-		{"CRC mismatch", func(c net.Conn, w *Writer) {
+		{"CRC mismatch", false, func(t *testing.T, c net.Conn, w *Writer) {
 			f, _ := AppendFPDU(nil, 0, Options{CRC: true}, append([]byte{0xc1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "abcd"...))
 			f[len(f)-1] ^= 0xff
 			c.Write(f)
-		}, term.MPACRCError},
-		{"ULPDU_Length too small", func(c net.Conn, w *Writer) {
+		}, term.MPACRCError, [2]byte{0x20, 0x02}},
+		{"ULPDU_Length too small", false, func(t *testing.T, c net.Conn, w *Writer) {
 			c.Write([]byte{0, 4, 1, 2, 3, 4, 0, 0, 0, 0})
-		}, term.MPAInvalidFrame},
-		{"DDP invalid STag", func(c net.Conn, w *Writer) {
+		}, term.MPAInvalidFrame, [2]byte{0x20, 0x04}},
+		{"DDP invalid STag", false, func(t *testing.T, c net.Conn, w *Writer) {
 			w.WriteFPDU([]byte{0xc1, 0x40, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0}, [][]byte{[]byte("data")})
-		}, term.DDPInvalidSTag},
+		}, term.DDPInvalidSTag, [2]byte{0x11, 0x00}},
+		{"Marker before the FPDU not zero", true, func(t *testing.T, c net.Conn, w *Writer) {
+			// The first Marker, at SeqStart, precedes the first FPDU:
+			// "the first Marker has an FPDUPTR value of 0x0000" (RFC
+			// 5044 §4.3). Here it says 8; the CRC covers it and is
+			// valid.
+			f, _ := AppendFPDU(nil, 0, markersCRC, send(20))
+			if m, _, _ := ParseMarker(f); m.FPDUPTR != 0 {
+				t.Fatalf("test bug: first Marker %+v", m)
+			}
+			f[3] = 8
+			PutCRC(f[len(f)-CRCLen:], CRC(f[:len(f)-CRCLen]))
+			c.Write(f)
+		}, term.MPAMarkerMismatch, [2]byte{0x20, 0x03}},
+		{"Marker inside the FPDU", true, func(t *testing.T, c net.Conn, w *Writer) {
+			// The Marker at stream octet 512 is inside the FPDU, 508
+			// octets after its ULPDU_Length field; here it says 504.
+			f, _ := AppendFPDU(nil, 0, markersCRC, send(600))
+			if m, _, _ := ParseMarker(f[MarkerInterval:]); m.FPDUPTR != MarkerInterval-MarkerLen {
+				t.Fatalf("test bug: Marker at 512 %+v", m)
+			}
+			binary.BigEndian.PutUint16(f[MarkerInterval+2:], MarkerInterval-2*MarkerLen)
+			PutCRC(f[len(f)-CRCLen:], CRC(f[:len(f)-CRCLen]))
+			c.Write(f)
+		}, term.MPAMarkerMismatch, [2]byte{0x20, 0x03}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t)
-			l, ch, b := listenFor(t, Config{})
-			rbuf := b.Reg(t, 64, rdmap.LocalWrite)
-			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 64}}})
+			l, ch, b := listenFor(t, Config{Markers: tc.markers})
+			rbuf := b.Reg(t, 1024, rdmap.LocalWrite)
+			b.QP.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 1024}}})
 			c := rawDial(t, l.Addr().String())
 			c.Write((&Frame{Rev: 1, CRC: true}).Append(nil))
-			if _, err := ReadFrame(c); err != nil {
+			rep, err := ReadFrame(c)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if rep.Markers != tc.markers {
+				t.Fatalf("Reply Frame M bit %v, want %v", rep.Markers, tc.markers)
+			}
 			conn := <-ch
-			tc.send(c, NewWriter(c, Options{CRC: true}))
+			tc.send(t, c, NewWriter(c, Options{CRC: true, Markers: tc.markers}))
 			// The responder answers with a Terminate carrying the triple,
 			// then closes the connection.
 			r := NewReader(c, Options{CRC: true})
@@ -341,11 +389,14 @@ func TestFullOperationErrors(t *testing.T) {
 			if err != nil || ulpdu[1]&0x0f != byte(rdmap.OpTerminate) || !errors.Is(th.Err(), tc.want) {
 				t.Fatalf("terminate % x: %v", ulpdu, err)
 			}
+			if got := [2]byte{ulpdu[18], ulpdu[19]}; got != tc.triple {
+				t.Fatalf("Terminate Layer/EType %#02x, Error Code %#02x; want %#02x, %#02x", got[0], got[1], tc.triple[0], tc.triple[1])
+			}
 			expectClosed(t, c)
 			if w := waitC(t, b.RCQ); w.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("%+v", w)
 			}
-			if !errors.Is(b.QP.Err(), tc.want) || !bytes.Equal(rbuf.Bytes(), make([]byte, 64)) {
+			if !errors.Is(b.QP.Err(), tc.want) || !bytes.Equal(rbuf.Bytes(), make([]byte, 1024)) {
 				t.Fatal(b.QP.Err())
 			}
 			conn.Close()
