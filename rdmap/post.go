@@ -172,6 +172,9 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	if qp.state != StateRunning {
 		return fmt.Errorf("%w (it is %v)", ErrNotRunning, qp.state)
 	}
+	if qp.closing {
+		return fmt.Errorf("%w (it is closing)", ErrNotRunning)
+	}
 	if len(qp.sq) >= qp.cfg.SendDepth {
 		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
 	}

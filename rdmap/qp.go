@@ -124,6 +124,7 @@ type QueuePair struct {
 
 	mu         sync.Mutex // guards the fields below
 	state      State
+	closing    bool        // Close has begun: posts are refused while it drains
 	sq         []*sqEntry  // posted and not yet completed, in posting order
 	sqBase     []*sqEntry  // sq's array, SendDepth long
 	spare      []*sqEntry  // entries completed and reported, for the next posts
@@ -376,11 +377,18 @@ func (qp *QueuePair) setState(s State) {
 }
 
 // Close ends the stream. It first waits, until ctx is done, for
-// outstanding send work requests to complete (a graceful close drains);
+// outstanding send work requests to complete (a graceful close drains;
+// work posted once Close has begun is refused with ErrNotRunning);
 // what is still outstanding then, and every posted receive, completes
 // with WR_FLUSH_ERR. Close closes the LLP if it is an io.Closer, and
 // returns when the queue pair's goroutines have stopped.
 func (qp *QueuePair) Close(ctx context.Context) error {
+	// "If the Local Peer ULP indicates graceful teardown, ... any further
+	// data transfer requests by the Local Peer ULP MUST return an error."
+	// (RFC 5041 §6.2.1)
+	qp.mu.Lock()
+	qp.closing = true
+	qp.mu.Unlock()
 	for {
 		qp.mu.Lock()
 		n, st := len(qp.sq), qp.state
