@@ -111,6 +111,7 @@ type queue struct {
 	count   int
 	headMSN uint32
 	source  BufferSource
+	share   uint32 // with a source: the most of its buffers the queue holds at once
 }
 
 // BufferSource supplies a queue's buffers on demand: a shared receive
@@ -122,11 +123,20 @@ type BufferSource interface {
 
 // SetSource makes queue qn draw buffers from src when a segment arrives
 // for an MSN that has no buffer yet, in MSN order: the stream's next new
-// message takes the source's next buffer.
-func (s *Stream) SetSource(qn uint32, src BufferSource) {
+// message takes the source's next buffer. The queue holds at most share
+// of them at once (at least one, at most its QueueDepth): a segment whose
+// MSN lies further ahead is outside the legal MSN range. Several streams
+// draw from one source, and "the combination of the RNIC and the
+// Privileged Resource Manager MUST be able to detect if the Remote Peer
+// is attempting to consume more than its fair share of resources" (RFC
+// 5040 §8.1.2 item 8): the stream that asks for more is stopped, and the
+// buffers stay with the others.
+func (s *Stream) SetSource(qn uint32, src BufferSource, share int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queues[qn].source = src
+	q := &s.queues[qn]
+	q.source = src
+	q.share = uint32(min(max(share, 1), len(q.bufs)))
 }
 
 // slot records one placed segment until it is delivered.
@@ -371,7 +381,10 @@ func (s *Stream) checkUntagged(h *Header, n int) (target, *term.Error) {
 	// further ahead than the queue can ever hold, is outside the range.
 	d := h.MSN - q.headMSN
 	if q.source != nil {
-		for d >= uint32(q.count) && d < uint32(len(q.bufs)) {
+		if d >= q.share {
+			return target{}, term.DDPMSNRange.With("QN %d MSN %d: %d messages ahead of MSN %d, beyond this stream's share of %d shared buffers", h.QN, h.MSN, d, q.headMSN, q.share)
+		}
+		for d >= uint32(q.count) {
 			b, ok := q.source.TakeBuffer()
 			if !ok {
 				break

@@ -42,7 +42,10 @@ func (s State) String() string {
 type QPConfig struct {
 	SendCQ *CompletionQueue // required
 	RecvCQ *CompletionQueue // required
-	// SRQ, if set, supplies receive buffers instead of PostRecv.
+	// SRQ, if set, supplies receive buffers instead of PostRecv. The
+	// queue pair holds at most min(Window, RecvDepth) of them at once: a
+	// peer that asks for more is refused (RFC 5040 §8.1.2 item 8's fair
+	// share; SharedReceiveQueue).
 	SRQ *SharedReceiveQueue
 
 	SendDepth int // outstanding send work requests; default 128
@@ -269,7 +272,10 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	pd.qps = append(pd.qps, qp)
 	pd.dev.mu.Unlock()
 	if cfg.SRQ != nil {
-		s.SetSource(QNSend, cfg.SRQ)
+		// A stream holds at most as many of the shared buffers as it may
+		// have messages in flight: its Window of segments, and no more
+		// than its RecvDepth.
+		s.SetSource(QNSend, cfg.SRQ, min(cfg.Window, cfg.RecvDepth))
 	}
 	return qp, nil
 }
