@@ -80,7 +80,7 @@ func (qp *QueuePair) PostRead(wr ReadWR) error {
 	}
 	e := qp.newEntry()
 	*e = sqEntry{id: wr.ID, kind: kindRead, op: OpReadRequest, n: uint64(len(sink)), stag: wr.RemoteSTag, to: wr.RemoteTO,
-		sinkSTag: mr.stag, signaled: !wr.Unsignaled, fence: wr.Fence}
+		sinkSTag: mr.stag, sinkTO: rr.SinkTO, signaled: !wr.Unsignaled, fence: wr.Fence}
 	rr.Append(e.wire[:0])
 	return qp.post(e)
 }

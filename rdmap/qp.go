@@ -193,7 +193,8 @@ type sqEntry struct {
 	aop      AtomicOp
 	reqID    uint32 // Atomic: the Request Identifier
 	qn1MSN   uint32 // Read and Atomic: the MSN of the Request on queue 1
-	sinkSTag uint32
+	sinkSTag uint32 // Read: the Data Sink STag and TO; n is the length
+	sinkTO   uint64
 	signaled bool
 	fence    bool
 

@@ -90,31 +90,61 @@ func (r *receiver) CheckSegment(h *ddp.Header) *term.Error {
 }
 
 // TaggedBuffer resolves the STag of an RDMA Write (it needs remote write
-// rights) or of an RDMA Read Response (the Data Sink STag this end sent in
-// its oldest outstanding Read Request; it needs local write rights).
+// rights) or of an RDMA Read Response (sinkBuffer).
 func (r *receiver) TaggedBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
 	qp := (*QueuePair)(r)
-	need := RemoteWrite
 	if Control(h.RsvdULP[0]).Opcode() == OpReadResponse {
-		need = LocalWrite
-		qp.mu.Lock()
-		want := uint32(0)
-		if len(qp.reads) > 0 {
-			want = qp.reads[0].sinkSTag
-		}
-		qp.mu.Unlock()
-		// "The Data Sink MAY validate that the STag ... of the RDMA Read
-		// Response Message [is] the same as ... in the corresponding RDMA
-		// Read Request Message." (RFC 5040 §5.2.2)
-		if h.STag != want {
-			return ddp.TaggedBuffer{}, term.DDPInvalidSTag.With("Read Response to STag %#08x; the outstanding Read Request named %#08x", h.STag, want)
-		}
+		return qp.sinkBuffer(h)
 	}
-	reg, f := qp.pd.dev.lookup(qp, h.STag, need)
+	reg, f := qp.pd.dev.lookup(qp, h.STag, RemoteWrite)
 	if f != stagOK {
 		return ddp.TaggedBuffer{}, f.ddp().With("STag %#08x", h.STag)
 	}
 	return reg.tagged(), nil
+}
+
+// sinkBuffer resolves a Read Response segment to the Data Sink buffer of
+// the outstanding RDMA Read it belongs to: the oldest whose Data Sink STag
+// it names and whose buffer holds its TO (over an unordered LLP a later
+// Response's segment may come first). It may write that buffer only, not
+// the rest of the region it lies in: "An RNIC MUST ensure that a Remote
+// Peer is not able to access memory outside of the buffer specified"
+// (RFC 5040 §8.1.1 item 3), and the region grants no remote rights of its
+// own. DDP checks the segment's end against it (Base or bounds
+// violation).
+func (qp *QueuePair) sinkBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
+	qp.mu.Lock()
+	stag, found := false, false
+	var sinkTO, n uint64
+	for _, rd := range qp.reads {
+		if rd.sinkSTag != h.STag {
+			continue
+		}
+		stag = true
+		if h.TO >= rd.sinkTO && h.TO-rd.sinkTO < max(rd.n, 1) {
+			sinkTO, n, found = rd.sinkTO, rd.n, true
+			break
+		}
+	}
+	qp.mu.Unlock()
+	// "The Data Sink MAY validate that the STag ... of the RDMA Read
+	// Response Message [is] the same as ... in the corresponding RDMA Read
+	// Request Message." (RFC 5040 §5.2.2)
+	if !stag {
+		return ddp.TaggedBuffer{}, term.DDPInvalidSTag.With("Read Response to STag %#08x, which no outstanding Read Request named", h.STag)
+	}
+	if !found {
+		return ddp.TaggedBuffer{}, term.DDPBaseBounds.With("Read Response to TO %#x of STag %#08x, outside every outstanding Read's Data Sink buffer", h.TO, h.STag)
+	}
+	reg, f := qp.pd.dev.lookup(qp, h.STag, LocalWrite)
+	if f != stagOK {
+		return ddp.TaggedBuffer{}, f.ddp().With("STag %#08x", h.STag)
+	}
+	off := sinkTO - reg.base
+	if sinkTO < reg.base || off > uint64(len(reg.mem)) || n > uint64(len(reg.mem))-off {
+		return ddp.TaggedBuffer{}, term.DDPBaseBounds.With("the Read's Data Sink buffer is no longer in STag %#08x", h.STag)
+	}
+	return ddp.TaggedBuffer{Mem: reg.mem[off : off+n], Base: sinkTO}, nil
 }
 
 // Deliver acts on a whole message (RFC 5040 §5).
