@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -45,5 +47,47 @@ func TestReadResponseStaysInSink(t *testing.T) {
 				t.Fatal("the Response was placed")
 			}
 		})
+	}
+}
+
+// Over an unordered LLP the second Read's Response may arrive before the
+// first's: each segment goes to the Data Sink buffer of the Read whose
+// STag and range it names, and both Reads complete, in order. Over an
+// ordered one (a Window of one) only the oldest Read can be answered.
+func TestReadResponsesOutOfOrder(t *testing.T) {
+	ea, eb := llptest.New(llptest.Options{})
+	peer := &rawPeer{end: ea, got: make(chan struct{}, 1)}
+	s := newSide(t, eb, QPConfig{Window: 4})
+	ea.Attach(peer)
+	eb.Attach(s.qp.Stream())
+	s.qp.Start(eb, ddp.Start{})
+	t.Cleanup(func() { ea.Close() })
+	one, two := s.reg(t, 16, LocalWrite), s.reg(t, 16, LocalWrite)
+	mustPost(t, s.qp.PostRead(ReadWR{ID: 1, Local: SGE{MR: one, Length: 16}, RemoteSTag: 0x1234}))
+	mustPost(t, s.qp.PostRead(ReadWR{ID: 2, Local: SGE{MR: two, Length: 16}, RemoteSTag: 0x1234}))
+	resp := byte(MakeControl(OpReadResponse))
+	if err := s.qp.Stream().Receive(1, taggedSeg(resp, two.STag(), 0, bytes.Repeat([]byte{2}, 16))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.qp.Stream().Receive(0, taggedSeg(resp, one.STag(), 0, bytes.Repeat([]byte{1}, 16))); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 2; id++ {
+		if got := wait(t, s.scq); got.WRID != id || got.Status != StatusSuccess {
+			t.Fatalf("%+v", got)
+		}
+	}
+	if !bytes.Equal(one.Bytes(), bytes.Repeat([]byte{1}, 16)) || !bytes.Equal(two.Bytes(), bytes.Repeat([]byte{2}, 16)) {
+		t.Fatal("a Response landed in the other Read's buffer")
+	}
+	// An ordered queue pair takes a Response for the second Read first
+	// as an invalid STag.
+	c := newCrafted(t)
+	a, b := c.reg(t, 16, LocalWrite), c.reg(t, 16, LocalWrite)
+	mustPost(t, c.qp.PostRead(ReadWR{ID: 1, Local: SGE{MR: a, Length: 16}, RemoteSTag: 0x1234}))
+	mustPost(t, c.qp.PostRead(ReadWR{ID: 2, Local: SGE{MR: b, Length: 16}, RemoteSTag: 0x1234}))
+	c.peer.send(t, taggedSeg(resp, b.STag(), 0, []byte("x")))
+	if _, th := c.peer.terminate(t); !errors.Is(th.Err(), term.DDPInvalidSTag) {
+		t.Fatalf("Terminate %v", th.Err())
 	}
 }

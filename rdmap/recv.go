@@ -116,7 +116,9 @@ func (qp *QueuePair) sinkBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
 	qp.mu.Lock()
 	stag, found := false, false
 	var sinkTO, n uint64
-	for _, rd := range qp.reads {
+	// Over an ordered LLP (a Window of one) only the oldest can be under
+	// way; over an unordered one, those a Window of segments reaches.
+	for _, rd := range qp.reads[:min(len(qp.reads), qp.cfg.Window)] {
 		if rd.sinkSTag != h.STag {
 			continue
 		}
