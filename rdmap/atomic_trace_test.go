@@ -1,6 +1,7 @@
 package rdmap
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,11 +56,16 @@ func TestAtomicExecutedEvent(t *testing.T) {
 }
 
 // The program's own sync/atomic adds on a Word and a peer's FetchAdds on
-// the same word, at the same time, lose nothing.
+// the same word, at the same time, lose nothing: RFC 7306 §5.4 rule 2's
+// note makes atomicity with local processor accesses OPTIONAL, and
+// MemoryRegion.Word offers it. A goroutine adds 1 to the word without
+// pause from before the first FetchAdd until after the last, while the
+// peer keeps AtomicORD FetchAdds of 1 outstanding. The Original Remote
+// Data Values the FetchAdds return show the local adds falling between
+// them (they overlapped), and the word ends as the sum of both.
 func TestWordBesideRemoteAtomics(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
+	a, b := newPair(t, pairOpts{cfg: QPConfig{AtomicORD: 8, AtomicIRD: 8}})
 	target := b.reg(t, 16, RemoteAtomic)
-	res := a.reg(t, 8, LocalWrite)
 	w, err := target.Word(8)
 	if err != nil {
 		t.Fatal(err)
@@ -70,22 +76,60 @@ func TestWordBesideRemoteAtomics(t *testing.T) {
 	if _, err := target.Word(12); err == nil {
 		t.Error("a word past the region's end")
 	}
-	const n = 500
-	done := make(chan struct{})
+	const n, window = 2000, 8
+	res := a.reg(t, 8*n, LocalWrite)
+	var local atomic.Uint64 // the local adds made
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		for range n {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			atomic.AddUint64(w, 1)
+			local.Add(1)
 		}
 	}()
-	for i := range n {
-		mustPost(t, a.qp.PostAtomic(AtomicWR{ID: uint64(i), Op: FetchAdd, Add: 1, Local: SGE{MR: res, Length: 8}, RemoteSTag: target.STag(), RemoteTO: target.Base() + 8}))
-		if c := wait(t, a.scq); c.Status != StatusSuccess {
+	for local.Load() == 0 {
+		runtime.Gosched()
+	}
+	posted := 0
+	for completed := 0; completed < n; completed++ {
+		for ; posted < n && posted-completed < window; posted++ {
+			mustPost(t, a.qp.PostAtomic(AtomicWR{ID: uint64(posted), Op: FetchAdd, Add: 1, Local: SGE{MR: res, Offset: uint64(8 * posted), Length: 8},
+				RemoteSTag: target.STag(), RemoteTO: target.Base() + 8}))
+		}
+		if c := wait(t, a.scq); c.Status != StatusSuccess || c.WRID != uint64(completed) {
+			close(stop)
 			t.Fatalf("completion %+v", c)
 		}
 	}
+	close(stop)
 	<-done
-	if v := atomic.LoadUint64(w); v != 2*n {
-		t.Errorf("the word is %d, want %d", v, 2*n)
+	if v, l := atomic.LoadUint64(w), local.Load(); v != l+n {
+		t.Errorf("the word is %d after %d local adds and %d FetchAdds: %d lost", v, l, n, l+n-v)
 	}
+	// The FetchAdds ran in order, each seeing the one before it plus the
+	// local adds in between.
+	between := 0
+	prev := word(res, 0)
+	if prev == 0 {
+		t.Error("the first FetchAdd saw none of the local adds made before it")
+	}
+	for i := 1; i < n; i++ {
+		v := word(res, 8*i)
+		if v <= prev {
+			t.Fatalf("FetchAdd %d saw %d, FetchAdd %d saw %d", i-1, prev, i, v)
+		}
+		if v-prev > 1 {
+			between++
+		}
+		prev = v
+	}
+	if between == 0 {
+		t.Errorf("no local add fell between two of the %d FetchAdds: they did not overlap", n)
+	}
+	t.Logf("%d local adds; local adds between %d of %d pairs of consecutive FetchAdds", local.Load(), between, n-1)
 }

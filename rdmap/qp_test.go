@@ -172,6 +172,12 @@ func TestRead(t *testing.T) {
 	if c := wait(t, a.scq); c.WRID != 99 || c.Status != StatusSuccess || c.ByteLen != 0 {
 		t.Fatalf("zero-length read %+v", c)
 	}
+	// "A valid RDMA Read Request Message MUST NOT be delivered to the Data
+	// Sink's ULP" (RFC 5040 §5.2.1): the responder answered 21 Read
+	// Requests and its completion queues hold nothing.
+	if n := b.rcq.Poll(make([]Completion, 32)) + b.scq.Poll(make([]Completion, 32)); n != 0 {
+		t.Fatalf("the responder's ULP got %d completions for Read Requests", n)
+	}
 }
 
 func TestSendWithInvalidate(t *testing.T) {
