@@ -2,7 +2,6 @@ package mpa
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"syscall"
@@ -139,17 +138,7 @@ func TestNoResegmentationAfterMULPDUShrinks(t *testing.T) {
 // EMSS is that less the TCP options.
 func clampedTCPPair(t *testing.T, mss int) (*net.TCPConn, *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		ch <- c
-	}()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	return dialPair(t, &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, mss)
@@ -157,15 +146,5 @@ func clampedTCPPair(t *testing.T, mss int) (*net.TCPConn, *net.TCPConn) {
 			return err
 		}
 		return serr
-	}}
-	a, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-ch
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
+	}})
 }

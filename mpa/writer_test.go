@@ -193,6 +193,12 @@ func TestWriterAllocsTCP(t *testing.T) {
 
 func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
 	t.Helper()
+	return dialPair(t, &net.Dialer{})
+}
+
+// dialPair is a loopback TCP connection whose dialing end d makes.
+func dialPair(t testing.TB, d *net.Dialer) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +209,7 @@ func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
 		c, _ := ln.Accept()
 		ch <- c
 	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
+	a, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

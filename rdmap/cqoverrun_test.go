@@ -4,9 +4,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
 )
 
 // "An RNIC MUST ensure that if a CQ overflows, any Streams that do not use
@@ -26,21 +23,11 @@ func TestCQOverrunIsolated(t *testing.T) {
 	var targets []*QueuePair
 	var rcqs []*CompletionQueue
 	for k := 0; k < 2; k++ {
-		ea, eb := llptest.New(llptest.Options{})
-		a := newSide(t, ea, QPConfig{})
 		rcq := small
 		if k == 1 {
 			rcq = dev.NewCompletionQueue(8)
 		}
-		qp, err := pd.NewQueuePair(QPConfig{SendCQ: dev.NewCompletionQueue(8), RecvCQ: rcq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ea.Attach(a.qp.Stream())
-		eb.Attach(qp.Stream())
-		a.qp.Start(ea, ddp.Start{})
-		qp.Start(eb, ddp.Start{})
-		t.Cleanup(func() { ea.Close() })
+		a, qp := targetPair(t, pd, QPConfig{SendCQ: dev.NewCompletionQueue(8), RecvCQ: rcq})
 		for i := 0; i < 4; i++ {
 			mustPost(t, qp.PostRecv(RecvWR{ID: uint64(10*k + i), SGL: []SGE{{MR: buf, Offset: uint64(64 * (4*k + i)), Length: 64}}}))
 		}

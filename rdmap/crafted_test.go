@@ -75,6 +75,27 @@ func (p *rawPeer) terminate(t testing.TB) (ddp.Header, TerminateHeader) {
 	}
 }
 
+// checkTerminate waits for the Terminate the queue pair sends for seg and
+// checks it: its own DDP header (untagged, queue 2, MSN 1, last), the
+// triple want, and, as Figure 10 requires of the errors here, the
+// Terminated DDP Header and the DDP Segment Length of seg. It returns the
+// Terminate for the caller's check of the RDMA Header.
+func (p *rawPeer) checkTerminate(t testing.TB, seg []byte, want *term.Error) TerminateHeader {
+	t.Helper()
+	h, th := p.terminate(t)
+	if h.Tagged || h.QN != QNTerminate || h.MSN != 1 || !h.Last {
+		t.Fatalf("Terminate's DDP header %v", h)
+	}
+	if got := th.Err(); !errors.Is(got, want) {
+		t.Fatalf("Terminate %v, want %v", got, want)
+	}
+	hl := ddp.Control(seg[0]).HeaderLen()
+	if !th.M || !th.D || !bytes.Equal(th.DDPHeader, seg[:hl]) || int(th.SegLen) != len(seg) {
+		t.Fatalf("Terminated DDP header M=%v D=%v % x seglen %d; want % x, %d", th.M, th.D, th.DDPHeader, th.SegLen, seg[:hl], len(seg))
+	}
+	return th
+}
+
 // craftedSetup: a queue pair (the side under test) facing a raw peer.
 // The side has: src, 4096 octets at TO 0x1000 with remote read; noread,
 // without; top, 256 octets at the very top of the TO space; a region of
@@ -189,17 +210,8 @@ func TestFigure9Rows(t *testing.T) {
 			before := append([]byte(nil), c.src.Bytes()...)
 			seg := tc.seg(c)
 			c.peer.send(t, seg)
-			h, th := c.peer.terminate(t)
-			if h.Tagged || h.QN != QNTerminate || h.MSN != 1 || !h.Last {
-				t.Fatalf("Terminate's DDP header %v", h)
-			}
-			if got := th.Err(); !errors.Is(got, tc.want) {
-				t.Fatalf("Terminate %v, want %v", got, tc.want)
-			}
+			th := c.peer.checkTerminate(t, seg, tc.want)
 			hl := ddp.Control(seg[0]).HeaderLen()
-			if !th.M || !th.D || !bytes.Equal(th.DDPHeader, seg[:hl]) || int(th.SegLen) != len(seg) {
-				t.Fatalf("Terminated DDP header M=%v D=%v % x seglen %d; want % x, %d", th.M, th.D, th.DDPHeader, th.SegLen, seg[:hl], len(seg))
-			}
 			if th.R != tc.rHdr || (tc.rHdr && !bytes.Equal(th.RDMAHeader, seg[hl:])) {
 				t.Fatalf("Terminated RDMA header R=%v % x", th.R, th.RDMAHeader)
 			}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -64,17 +63,7 @@ func TestFigure9TaggedFlagAndQueue(t *testing.T) {
 			before := append([]byte(nil), c.src.Bytes()...)
 			seg := tc.seg(c)
 			c.peer.send(t, seg)
-			h, th := c.peer.terminate(t)
-			if h.Tagged || h.QN != QNTerminate || h.MSN != 1 || !h.Last {
-				t.Fatalf("Terminate's DDP header %v", h)
-			}
-			if got := th.Err(); !errors.Is(got, term.RDMAPUnexpectedOpcode) {
-				t.Fatalf("Terminate %v, want %v", got, term.RDMAPUnexpectedOpcode)
-			}
-			hl := ddp.Control(seg[0]).HeaderLen()
-			if !th.M || !th.D || !bytes.Equal(th.DDPHeader, seg[:hl]) || int(th.SegLen) != len(seg) {
-				t.Fatalf("Terminated DDP header M=%v D=%v % x seglen %d; want % x, %d", th.M, th.D, th.DDPHeader, th.SegLen, seg[:hl], len(seg))
-			}
+			th := c.peer.checkTerminate(t, seg, term.RDMAPUnexpectedOpcode)
 			if th.R {
 				t.Fatalf("a Remote Operation Error's Terminate with an RDMA Header: % x", th.RDMAHeader)
 			}

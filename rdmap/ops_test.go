@@ -387,17 +387,7 @@ func TestSharedReceiveQueue(t *testing.T) {
 	var inits []*side
 	var targets []*QueuePair
 	for k := 0; k < 2; k++ {
-		ea, eb := llptest.New(llptest.Options{})
-		a := newSide(t, ea, QPConfig{})
-		qp, err := pd.NewQueuePair(QPConfig{SendCQ: dev.NewCompletionQueue(8), RecvCQ: rcq, SRQ: srq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ea.Attach(a.qp.Stream())
-		eb.Attach(qp.Stream())
-		a.qp.Start(ea, ddp.Start{})
-		qp.Start(eb, ddp.Start{})
-		defer ea.Close()
+		a, qp := targetPair(t, pd, QPConfig{SendCQ: dev.NewCompletionQueue(8), RecvCQ: rcq, SRQ: srq})
 		inits, targets = append(inits, a), append(targets, qp)
 		if err := qp.PostRecv(RecvWR{}); err == nil {
 			t.Fatal("PostRecv on an SRQ queue pair")

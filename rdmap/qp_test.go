@@ -53,6 +53,25 @@ func newSide(t testing.TB, end *llptest.End, cfg QPConfig) *side {
 	return s
 }
 
+// targetPair connects a fresh initiator side to a queue pair made in pd
+// with cfg: several targets can then share one device's resources (a
+// shared receive queue, a completion queue).
+func targetPair(t testing.TB, pd *ProtectionDomain, cfg QPConfig) (*side, *QueuePair) {
+	t.Helper()
+	ea, eb := llptest.New(llptest.Options{})
+	a := newSide(t, ea, QPConfig{})
+	qp, err := pd.NewQueuePair(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ea.Attach(a.qp.Stream())
+	eb.Attach(qp.Stream())
+	a.qp.Start(ea, ddp.Start{})
+	qp.Start(eb, ddp.Start{})
+	t.Cleanup(func() { ea.Close() })
+	return a, qp
+}
+
 func newPair(t testing.TB, o pairOpts) (*side, *side) {
 	t.Helper()
 	ea, eb := llptest.New(o.pipe)
