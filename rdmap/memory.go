@@ -449,6 +449,13 @@ func (d *Device) lookup(qp *QueuePair, stag uint32, need Access) (*region, stagF
 	return r, stagOK
 }
 
+// valid reports whether r's STag is still valid.
+func (d *Device) valid(r *region) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return r.valid
+}
+
 func (r *region) tagged() ddp.TaggedBuffer { return ddp.TaggedBuffer{Mem: r.mem, Base: r.base} }
 
 // u32 reads a big-endian uint32.

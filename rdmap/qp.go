@@ -211,13 +211,13 @@ type sqEntry struct {
 // buffer (one of AtomicIRD) to post again.
 type response struct {
 	src      []byte
+	reg      *region // the region src or word lies in: its STag may be revoked before the Response goes
 	sinkSTag uint32
 	sinkTO   uint64
 	buf      ddp.Buffer
 
 	atomic bool
 	word   *uint64
-	reg    *region
 	req    AtomicRequest
 	done   bool // carried out: body holds the Atomic Response
 	body   [AtomicResponseLen]byte

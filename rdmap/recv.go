@@ -238,6 +238,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 		return
 	}
 	var src []byte
+	var srcReg *region
 	// "If the Data Source receives an RDMA Read Request Header with the
 	// RDMA Read Message Size set to zero, the Data Source RDMAP: MUST NOT
 	// validate the Data Source STag and Data Source Tagged Offset ...
@@ -262,7 +263,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 				e = term.RDMAPBaseBounds
 			default:
 				off := rr.SrcTO - reg.base
-				src = reg.mem[off : off+n]
+				src, srcReg = reg.mem[off:off+n], reg
 			}
 		}
 		if e != nil {
@@ -278,7 +279,7 @@ func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
 	// Delivered by the DDP layer" (§5.5 rule 17): it is, now. The IRD
 	// bounds the Responses queued.
 	qp.inReads.Add(1)
-	qp.answer(response{src: src, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
+	qp.answer(response{src: src, reg: srcReg, sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, buf: d.Buffer})
 }
 
 // deliverAtomicRequest checks a delivered Atomic Request and hands it to

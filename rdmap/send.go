@@ -255,6 +255,16 @@ func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
 			}
 			continue
 		}
+		if r.reg != nil && !qp.pd.dev.valid(r.reg) {
+			// The Data Source STag was valid when the Read Request was
+			// delivered and has been revoked since: the memory is the
+			// ULP's again, and its Response is not sent. An error
+			// "detected while creating" a message: "the Terminate Message
+			// and Error code are sent instead of the request", with no
+			// Terminated DDP or RDMA Header (RFC 5040 §7.1 item 1).
+			qp.stream.Fail(term.RDMAPInvalidSTag.With("STag %#08x was invalidated before its RDMA Read Response was sent", r.reg.stag))
+			return
+		}
 		// "The Data Source RDMAP layer MUST pass RDMA Read Response
 		// Messages to the DDP layer, in the order that the RDMA Read
 		// Request Messages were received" (RFC 5040 §5.2.2). The Read
@@ -375,11 +385,15 @@ func (qp *QueuePair) answerAtomic(r *response) error {
 // its Atomic Response in r.body. It returns errStreamStopped when the
 // region is no longer valid.
 func (qp *QueuePair) carryOut(r *response) error {
+	// The device's lock is held across the operation, so that a
+	// revocation of the STag (which takes it) either comes first and is
+	// seen here, or waits until the word is changed: "the network
+	// interface can no longer modify an Advertised Buffer after the ULP
+	// revokes remote access rights" (RFC 5040 §8.1.1 item 6).
 	d := qp.pd.dev
 	d.mu.RLock()
-	valid := r.reg.valid
-	d.mu.RUnlock()
-	if !valid {
+	if !r.reg.valid {
+		d.mu.RUnlock()
 		// The region was deregistered or invalidated after the request was
 		// checked: an error "detected while creating an ... Atomic
 		// Response": "the Terminate Message and Error code are sent
@@ -389,6 +403,7 @@ func (qp *QueuePair) carryOut(r *response) error {
 		return errStreamStopped
 	}
 	orig := executeAtomic(r.word, &r.req)
+	d.mu.RUnlock()
 	if qp.obs != nil {
 		// On the goroutine that changed the word, as a placement is
 		// reported on the one that placed it: an observer may read it.
