@@ -88,9 +88,19 @@ func (sa *SessionAcceptor) loop() {
 		if err != nil {
 			return
 		}
-		// The peer started this stream: it is busy until its request or
-		// session ends (pion hands out a stream once).
-		sa.a.claim(st.ID())
+		// The peer started this stream: its id is used for the
+		// association's life. pion hands out a stream once, unless the
+		// peer resets it and starts it again: an Initiate on an id that
+		// has carried a session is refused, as the retired stream's
+		// reader answers it with a Terminate (Stream.drain). (An id in
+		// use here is one this end started at the same moment: its
+		// session reads the stream.)
+		if err := sa.a.claim(st.ID()); err != nil {
+			if sa.a.retired(st.ID()) {
+				sa.a.retire(st)
+			}
+			continue
+		}
 		sa.mu.Lock()
 		ok := sa.reading+len(sa.queue) < sa.maxPending
 		if ok {
@@ -98,10 +108,11 @@ func (sa *SessionAcceptor) loop() {
 		}
 		sa.mu.Unlock()
 		if !ok {
-			// Refused without reading the Initiate: its stream is at
-			// least the (maxPending+1)th pending one.
-			sa.refuse(st, fmt.Errorf("%w (%d)", ErrTooManyPendingSessions, sa.maxPending))
-			sa.a.unclaim(st.ID())
+			// Refused without reading the Initiate here: its stream is
+			// at least the (maxPending+1)th pending one. The retired
+			// stream's reader answers the Initiate with the Terminate.
+			sa.a.s.refused(sa.a.RemoteAddr(), fmt.Errorf("%w (%d)", ErrTooManyPendingSessions, sa.maxPending))
+			sa.a.retire(st)
 			continue
 		}
 		sa.wg.Add(1)
@@ -119,7 +130,7 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 	queued := false
 	defer func() {
 		if !queued {
-			sa.a.unclaim(st.ID())
+			sa.a.retire(st)
 		}
 	}()
 	r, terminate, err := readInitiate(ctx, st, sa.a.s.HandshakeTimeout)
@@ -148,7 +159,7 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 		}
 	}
 	sa.held++
-	r.release = sa.releaseOnce(ip, st.ID())
+	r.release = sa.releaseOnce(ip, st)
 	r.expire = time.AfterFunc(sa.a.s.AcceptTimeout, func() { sa.expire(r) })
 	sa.queue = append(sa.queue, r)
 	queued = true
@@ -181,12 +192,13 @@ func (sa *SessionAcceptor) expire(r *SessionRequest) {
 	}
 }
 
-// releaseOnce returns the function that gives back one held session.
-func (sa *SessionAcceptor) releaseOnce(ip netip.Addr, id uint16) func() {
+// releaseOnce returns the function that gives back one held session and
+// retires its stream.
+func (sa *SessionAcceptor) releaseOnce(ip netip.Addr, st *Stream) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			sa.a.unclaim(id)
+			sa.a.retire(st)
 			sa.mu.Lock()
 			sa.held--
 			sa.mu.Unlock()

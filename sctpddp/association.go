@@ -21,10 +21,16 @@ import (
 var ErrClosed = errors.New("sctpddp: association closed")
 
 // ErrStreamInUse is returned by Connect for a DDP stream of the
-// association that carries a session already: starting another there
-// would be a second Initiate on a live session, which the peer must
-// answer by terminating that session (RFC 5043 §6.1).
-var ErrStreamInUse = errors.New("sctpddp: the DDP stream carries a session already")
+// association that carries or has carried a session: starting another
+// there would be a second Initiate on a live session, which the peer must
+// answer by terminating that session (RFC 5043 §6.1), or would reuse the
+// stream's id (§6.6).
+var ErrStreamInUse = errors.New("sctpddp: the DDP stream carries or has carried a session of the association")
+
+// ErrNoStreamID is returned by Association.Connect once every stream id of
+// this end has carried a session: none may carry another on this
+// association (RFC 5043 §6.6), so open a new association.
+var ErrNoStreamID = errors.New("sctpddp: every DDP stream id of this end has carried a session of the association; open a new association")
 
 // Association is an SCTP association over DTLS over UDP that carries DDP
 // streams per RFC 5043. Each DDP stream is a pair of like-numbered SCTP
@@ -52,52 +58,88 @@ type Association struct {
 	local    atomic.Bool    // Shutdown was called
 	onEnd    func()         // called once when it ends (a Listener's count)
 	sessions *peerCounter   // a Listener's count of sessions; nil if dialed
-	wg       sync.WaitGroup // acceptLoop, monitor
+	wg       sync.WaitGroup // acceptLoop, monitor, the retired streams' readers
 	server   bool           // the Listener's side: Connect chooses even stream ids, the dialer odd ones
 
-	idMu sync.Mutex
-	ids  map[uint16]bool // DDP streams that carry a session (or an Initiate) of this association
+	// "A DDP Stream Identifier MUST NOT be reused for another DDP Stream
+	// Session while any Data Chunk from a prior session might be
+	// outstanding." (RFC 5043 §6.6) This end cannot tell when none might
+	// be, so a stream id carries at most one session per association.
+	idMu sync.Mutex // guards ids and nextID; held while end closes closed
+	// ids holds the DDP streams that carry or have carried a session (or
+	// an Initiate) of this association: false while in use, true once
+	// retired.
+	ids    map[uint16]bool
+	nextID int // the next stream id Association.Connect tries
 }
 
-// claim marks DDP stream id as carrying a session.
+// claim marks DDP stream id as carrying a session. It fails for a stream
+// that carries or has carried one: the id stays used for the
+// association's life.
 func (a *Association) claim(id uint16) error {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
-	if a.ids[id] {
+	if _, used := a.ids[id]; used {
 		return fmt.Errorf("%w: stream %d", ErrStreamInUse, id)
 	}
-	if a.ids == nil {
-		a.ids = make(map[uint16]bool)
-	}
-	a.ids[id] = true
+	a.ids[id] = false
 	return nil
 }
 
-// unclaim frees DDP stream id once its session has ended.
-func (a *Association) unclaim(id uint16) {
+// retired reports whether stream id has carried a session that has ended.
+func (a *Association) retired(id uint16) bool {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
-	delete(a.ids, id)
+	return a.ids[id]
 }
 
-// freeID returns the lowest stream id of this end's parity that carries
-// no session: odd ones on the dialing side, even ones (from 2) on the
-// Listener's, so that the two ends never choose the same.
-func (a *Association) freeID() (uint16, error) {
+// maxStreamID is the highest SCTP Stream Identifier of an association:
+// pion offers 65535 streams each way, ids 0 to 65534.
+const maxStreamID = 0xfffe
+
+// claimNew claims the next stream id of this end's parity that has not
+// carried a session: odd ones on the dialing side, even ones (from 2) on
+// the Listener's, so that the two ends never choose the same. Ids only
+// increase: none is used twice.
+func (a *Association) claimNew() (uint16, error) {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
-	id := uint16(1)
-	if a.server {
-		id = 2
-	}
-	for ; ; id += 2 {
-		if !a.ids[id] {
-			return id, nil
-		}
-		if id >= 0xffff-1 {
-			return 0, fmt.Errorf("%w: every stream id of this end's parity is in use", ErrStreamInUse)
+	if a.nextID == 0 {
+		a.nextID = 1
+		if a.server {
+			a.nextID = 2
 		}
 	}
+	for ; a.nextID <= maxStreamID; a.nextID += 2 {
+		id := uint16(a.nextID)
+		if _, used := a.ids[id]; used {
+			continue
+		}
+		a.ids[id] = false
+		a.nextID += 2
+		return id, nil
+	}
+	return 0, ErrNoStreamID
+}
+
+// retire reads the DDP stream st once its session (or request) has ended,
+// until the association ends (Stream.drain). pion keeps the stream and
+// never offers its id to AcceptStream again, so this is the only reader
+// that will see what the peer still sends on it.
+func (a *Association) retire(st *Stream) {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	a.ids[st.ID()] = true
+	if a.isClosed() {
+		return
+	}
+	// end closes a.closed under idMu: this Add comes before closeWith's
+	// Wait, or not at all.
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		st.drain()
+	}()
 }
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
@@ -160,6 +202,7 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		closed:   make(chan struct{}),
 		onEnd:    onEnd,
 		server:   server,
+		ids:      make(map[uint16]bool),
 	}
 	a.wg.Add(2)
 	go a.acceptLoop()
@@ -303,7 +346,9 @@ func (a *Association) closeWith(why error) error {
 func (a *Association) end(why error) error {
 	a.once.Do(func() {
 		a.why = why
+		a.idMu.Lock() // see retire
 		close(a.closed)
+		a.idMu.Unlock()
 		err := a.sctp.Close()
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
 			err = nil

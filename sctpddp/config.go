@@ -147,7 +147,10 @@ type Config struct {
 	// association over its life, each the first message on a new Stream
 	// Identifier (DefaultMaxStreams): pion/sctp keeps each until the peer
 	// resets it. A peer that starts more has its association closed
-	// (ErrTooManyStreams). Applies to Dial's associations too.
+	// (ErrTooManyStreams). Each DDP Stream Session the peer starts takes
+	// a stream of its own (stream ids are not reused, RFC 5043 §6.6), so
+	// this also bounds the sessions it starts over the association's
+	// life. Applies to Dial's associations too.
 	MaxStreams int
 	// DeadPeerTimeout closes an association that has received nothing from
 	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;

@@ -48,7 +48,12 @@
 // sequences (a second Initiate, a forged or out-of-window DDP-SSN, an
 // unknown PPID, oversized Private Data) terminates the session with a DDP
 // Stream Session Terminate and flushes the endpoint; nothing more is
-// placed.
+// placed. A DDP stream carries one session per association: "A DDP
+// Stream Identifier MUST NOT be reused for another DDP Stream Session
+// while any Data Chunk from a prior session might be outstanding." (§6.6)
+// Once its session has ended, the stream is read until the association
+// ends, its late chunks dropped and an Initiate on it answered with a
+// Terminate, and Association.Connect never chooses it again.
 //
 // # Known deviations from RFC 5043
 //

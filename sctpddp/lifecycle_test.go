@@ -71,10 +71,12 @@ func TestDialFailures(t *testing.T) {
 	}
 }
 
-// Association.Connect chooses a free stream of its side's parity; naming
-// a stream that carries a session fails at once, sends nothing, and
-// leaves that session alone; the stream is free again when its session
-// ends.
+// Association.Connect chooses a stream of its side's parity that has
+// carried no session; naming a stream that carries a session fails at
+// once, sends nothing, and leaves that session alone. A stream whose
+// session has ended is not used again on the association: "A DDP Stream
+// Identifier MUST NOT be reused for another DDP Stream Session while any
+// Data Chunk from a prior session might be outstanding." (RFC 5043 §6.6)
 func TestStreamIDs(t *testing.T) {
 	l := listenT(t, pskConfigs("key", "id"))
 	accepted := acceptAll(t, l)
@@ -115,14 +117,31 @@ func TestStreamIDs(t *testing.T) {
 		t.Fatalf("the peer saw %d sessions", len(served()))
 	}
 	closeQP(qps[0])
-	if !waitFor(5*time.Second, func() bool {
-		id, err := cli.freeID()
-		return err == nil && id == 1
-	}) {
-		t.Fatal("stream 1 stayed busy after its session ended")
+	if !waitFor(5*time.Second, func() bool { return cli.retired(1) }) {
+		t.Fatal("stream 1's session did not end")
+	}
+	// Stream 1 has carried a session: it is neither named nor chosen
+	// again.
+	if _, err := Connect(testCtx(t), cli, 1, qps[2], SessionConfig{}); !errors.Is(err, ErrStreamInUse) {
+		t.Fatalf("Connect on a used stream: %v", err)
+	}
+	s3, err := cli.Connect(testCtx(t), qps[2], SessionConfig{})
+	if err != nil || s3.ID() != 5 {
+		t.Fatalf("after streams 1 and 3 the dialer chose %v, %v; want 5", s3, err)
 	}
 	// The Listener's side chooses even streams.
-	if id, err := srv.freeID(); err != nil || id%2 != 0 || id == 0 {
+	if id, err := srv.claimNew(); err != nil || id != 2 {
 		t.Fatalf("the Listener's side would choose stream %d, %v", id, err)
+	}
+	// Once every stream id of its parity has been used, Connect says to
+	// open a new association, and sends nothing.
+	cli.idMu.Lock()
+	cli.nextID = maxStreamID - 1
+	cli.idMu.Unlock()
+	if id, err := cli.claimNew(); err != nil || id != maxStreamID-1 {
+		t.Fatalf("the last odd stream id: %d, %v", id, err)
+	}
+	if _, err := cli.Connect(testCtx(t), qps[2], SessionConfig{}); !errors.Is(err, ErrNoStreamID) {
+		t.Fatalf("Connect with no stream id left: %v", err)
 	}
 }

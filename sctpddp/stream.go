@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/pion/sctp"
@@ -142,6 +143,42 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, e
 		return n, ppid, fmt.Errorf("%w: %v", wire.ErrUnexpectedPPID, ppid)
 	}
 	return n, ppid, nil
+}
+
+// drain reads the stream after its session has ended, until the
+// association ends: chunks of that session still arriving are discarded,
+// and an Initiate, which would start another session on the stream, is
+// answered with a DDP Stream Session Terminate. "A DDP Stream Identifier
+// MUST NOT be reused for another DDP Stream Session while any Data Chunk
+// from a prior session might be outstanding." (RFC 5043 §6.6) Refusing
+// the request is not the ULP's decision, so the answer is §6.4's: "the
+// passive side MUST respond to the Initiate message with a DDP Stream
+// Terminate Message". Nothing else is answered, so that two retired ends
+// never answer each other.
+func (s *Stream) drain() {
+	// Undo the InterruptRead that ended the session's reads.
+	_ = s.s.SetReadDeadline(time.Time{})
+	buf := make([]byte, wire.MaxSessionControlLen) // any legal Initiate
+	for {
+		n, ppid, err := s.ReadMessage(context.Background(), buf)
+		switch {
+		case errors.Is(err, io.ErrShortBuffer):
+			// Longer than any Initiate: read it to discard it.
+			_, _, err = s.ReadMessage(context.Background(), make([]byte, n))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The InterruptRead's deadline struck after it was undone.
+			_ = s.s.SetReadDeadline(time.Time{})
+			continue
+		case err == nil && ppid == wire.PPIDSessionControl:
+			m, _, perr := wire.ParseSessionControl(buf[:n])
+			if perr == nil && (m.Function == wire.FunctionInitiate || m.Function == wire.FunctionEnhancedInitiate) {
+				terminateStream(s)
+			}
+		}
+		if err != nil && !errors.Is(err, wire.ErrUnexpectedPPID) && !errors.Is(err, wire.ErrSegmentTooLarge) {
+			return // the association has ended
+		}
+	}
 }
 
 // Close resets the outbound SCTP stream (RFC 6525); the association stays
