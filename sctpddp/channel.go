@@ -123,9 +123,9 @@ func (c ChannelConfig) Check() error {
 // DCEP protocol string, wire.DataChannelProtocol, and its stream
 // identifier. In a browser, the buffered amount counts only the bytes not
 // yet handed to the browser's SCTP stack, not those in flight, so there
-// the send queue cap bounds the chunks unacknowledged (§10) and
-// NewSession's wait for acknowledgement (§6.6) only as far as the
-// browser's own SCTP send buffer does.
+// the send queue cap bounds the chunks unacknowledged (§10), and
+// NewSession's and a session control message's waits for acknowledgement
+// (§6.6), only as far as the browser's own SCTP send buffer does.
 //
 // # Use
 //

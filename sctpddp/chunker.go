@@ -51,7 +51,8 @@ type ChunkerConfig struct {
 // frames each as a DDP Segment Chunk (§5.2.2) or a DDP Stream Session
 // Control message (§5.2.3), checks it against the MULPDU, and keeps what
 // the transport holds unacknowledged under a cap that also keeps §10's
-// limit of 32767 chunks in flight.
+// limit of 32767 chunks in flight. A session control message waits until
+// the one before it has been acknowledged (§6.6).
 //
 // Its methods may be called from several goroutines; writes are
 // serialised, so DDP-SSN order is submission order. A write copies the
@@ -134,7 +135,8 @@ func (c *Chunker) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byt
 }
 
 // WriteSessionControl sends a DDP Stream Session Control message with the
-// next DDP-SSN (m.SSN is ignored) and returns that DDP-SSN.
+// next DDP-SSN (m.SSN is ignored) and returns that DDP-SSN. It waits until
+// the session's previous control message, if any, has been acknowledged.
 func (c *Chunker) WriteSessionControl(ctx context.Context, m wire.SessionControl) (wire.SSN, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,6 +199,16 @@ func (c *Chunker) send(ctx context.Context, ppid wire.PPID, msg []byte) error {
 		return err
 	}
 	control := ppid == wire.PPIDSessionControl
+	if control && c.room.ctlSinceDrain > 0 {
+		// "A DDP Stream Session Control message MUST NOT be sent if it
+		// may be received before a prior DDP Stream Session Control
+		// message within the same DDP Stream Session." (RFC 5043 §6.6)
+		// Chunks are unordered, so one may overtake another until it is
+		// acknowledged: wait until nothing is unacknowledged.
+		if err := c.room.waitEmpty(ctx); err != nil {
+			return c.closedErr(err)
+		}
+	}
 	if err := c.room.waitRoom(ctx, len(msg), control); err != nil {
 		return c.closedErr(err)
 	}

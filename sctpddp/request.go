@@ -148,9 +148,26 @@ func readInitiate(ctx context.Context, st MessageStream, timeout time.Duration) 
 	return r, false, nil
 }
 
+// terminateStream answers a message that would start a session with a
+// DDP Stream Session Terminate, as the first message of a new session
+// (DDP-SSN 0).
 func terminateStream(st MessageStream) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st.NewSession(ctx)
+	st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
+}
+
+// controlTimeout bounds how long a DDP Stream Session Terminate that ends
+// a session waits to be sent: for room in the send queue, and for the
+// acknowledgement of the session's earlier control message (§6.6, see
+// Chunker). pion retransmits a lost chunk after at least one second.
+const controlTimeout = 3 * time.Second
+
+// sendTerminate ends the session on st with a DDP Stream Session
+// Terminate, the next DDP-SSN of the session.
+func sendTerminate(st MessageStream) {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
 	st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
 }

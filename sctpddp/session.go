@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -144,15 +143,15 @@ func (s *Session) Flush() error { return nil }
 // Close ends the session: it sends the DDP Stream Session Terminate
 // ("At least one side MUST send a DDP Stream Terminate", RFC 5043 §6.2),
 // stops reading and waits for the session's goroutines. It does not close
-// the association.
+// the association. The Terminate waits until the session's Initiate or
+// Accept has been acknowledged, which it must not overtake (§6.6), for at
+// most 3 seconds (it is not sent if that time passes).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
 		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		s.st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
-		cancel()
+		sendTerminate(s.st)
 		s.cancel()
 		close(s.done)
 		s.st.InterruptRead()
