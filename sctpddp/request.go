@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -120,10 +121,16 @@ func ReadInitiate(ctx context.Context, st MessageStream, timeout time.Duration) 
 // readInitiate is ReadInitiate, but leaves the Terminate to the caller:
 // terminate reports that one is due.
 func readInitiate(ctx context.Context, st MessageStream, timeout time.Duration) (r *SessionRequest, terminate bool, err error) {
-	buf := make([]byte, wire.MaxPrivateData+16)
+	// As long as the longest message the stream carries, so that any
+	// first message is read and answered: "If the adaptation layer
+	// receives a Payload Data Chunk that conforms to none of the
+	// enumerated legal patterns, the DDP Stream Session MUST be
+	// terminated." (§6.1)
+	buf := make([]byte, st.MULPDU()+wire.SSNLen)
 	n, ppid, err := st.ReadMessage(ctx, buf)
 	if err != nil {
-		return nil, errors.Is(err, wire.ErrUnexpectedPPID), err
+		illegal := errors.Is(err, wire.ErrUnexpectedPPID) || errors.Is(err, wire.ErrSegmentTooLarge) || errors.Is(err, io.ErrShortBuffer)
+		return nil, illegal, err
 	}
 	var m wire.SessionControl
 	if ppid == wire.PPIDSessionControl {

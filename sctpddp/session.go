@@ -319,7 +319,9 @@ func (s *Session) end(ds *ddp.Stream, err error) {
 
 // ConnectStream starts a DDP Stream Session as the active side on st
 // (RFC 5043 §6.2): it sends the Initiate, waits for the Accept,
-// negotiates IRD and ORD as RFC 6581 §9.1 says, and starts ep.
+// negotiates IRD and ORD as RFC 6581 §9.1 says, and starts ep. Once the
+// Initiate is out, a failure other than the peer's Reject or Terminate
+// ends the session with a DDP Stream Session Terminate (§6.1).
 func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
 	if err := st.NewSession(ctx); err != nil {
 		return nil, err
@@ -337,6 +339,32 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	if _, err := st.WriteSessionControl(ctx, init); err != nil {
 		return nil, err
 	}
+	fail, err := s.awaitAccept(ctx, offer, ird, ord)
+	if err == nil {
+		err = s.start()
+	}
+	if err != nil {
+		// "If the adaptation layer receives a Payload Data Chunk that
+		// conforms to none of the enumerated legal patterns, the DDP
+		// Stream Session MUST be terminated." (§6.1) The same ends a
+		// session this end gives up on (ctx ended, ep did not start).
+		var re *ddp.RejectedError
+		if !errors.As(err, &re) && !errors.Is(err, ErrSessionTerminated) {
+			sendTerminate(st)
+		}
+		return nil, err
+	}
+	if fail != nil {
+		return nil, s.abort(fail)
+	}
+	return s, nil
+}
+
+// awaitAccept reads the reply to the Initiate: on an Accept it keeps the
+// responder's Private Data and settles IRD and ORD; fail reports an IRD
+// this end cannot meet (see abort).
+func (s *Session) awaitAccept(ctx context.Context, offer wire.EnhancedData, ird, ord int) (fail *term.Error, err error) {
+	st := s.st
 	// Chunks are unordered: the responder's first DDP Segments, sent after
 	// its Accept, may arrive before it. They are kept (up to
 	// maxEarlySegments) and handed to DDP once the session runs.
@@ -358,7 +386,7 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 	}
 	m, _, err := wire.ParseSessionControl(buf[:n])
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrIllegalSequence, err)
 	}
 	if m.SSN != 0 {
 		return nil, fmt.Errorf("%w: reply with DDP-SSN %d", ErrIllegalSequence, m.SSN)
@@ -379,7 +407,6 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		return nil, fmt.Errorf("%w: %v in reply to an Initiate", ErrIllegalSequence, m.Function)
 	}
 	s.PeerPrivateData = pd
-	var fail *term.Error
 	if m.Function.Enhanced() {
 		e := m.Enhanced
 		s.PeerEnhanced = &e
@@ -390,19 +417,13 @@ func ConnectStream(ctx context.Context, st MessageStream, ep ddp.Endpoint, cfg S
 		if err != nil && !errors.As(err, &fail) {
 			return nil, fmt.Errorf("%w: %v", ErrIllegalSequence, err)
 		}
-		if err := setORD(ep, ord, newORD); err != nil {
+		if err := setORD(s.ep, ord, newORD); err != nil {
 			return nil, err
 		}
-	} else if !cfg.Basic {
+	} else if !s.cfg.Basic {
 		return nil, fmt.Errorf("%w: a basic Accept answered an enhanced Initiate", ErrIllegalSequence)
 	}
-	if err := s.start(); err != nil {
-		return nil, err
-	}
-	if fail != nil {
-		return nil, s.abort(fail)
-	}
-	return s, nil
+	return fail, nil
 }
 
 // abort ends a session that has just started because this end cannot
