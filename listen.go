@@ -40,6 +40,7 @@ type Request struct {
 	enhanced  *ddp.EnhancedData
 	accept    func(qp *rdmap.QueuePair, pd []byte) (*Conn, error)
 	reject    func(pd []byte) error
+	refuse    func() // refuses the request without the application's decision
 	once      sync.Once
 }
 
@@ -126,7 +127,8 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	}
 }
 
-// Close stops listening and rejects the requests not yet accepted.
+// Close stops listening and refuses the requests not yet accepted: an
+// MPA Reply with the Reject bit, a DDP Stream Session Terminate over SCTP.
 // Connections already accepted stay open until they are closed.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
@@ -137,13 +139,13 @@ func (l *Listener) Close() error {
 	return nil
 }
 
-// offer hands r to Accept, or rejects it when the Listener closes.
+// offer hands r to Accept, or refuses it when the Listener closes.
 func (l *Listener) offer(r *Request) bool {
 	select {
 	case l.requests <- r:
 		return true
 	case <-l.done:
-		r.Reject(nil)
+		r.once.Do(r.refuse)
 		return false
 	}
 }
@@ -178,6 +180,7 @@ func (l *Listener) listenTCP(ctx context.Context, addr string) error {
 				return &Conn{qp: qp, url: l.url, transport: "tcp", mpa: m, local: m.LocalAddr(), remote: m.RemoteAddr(), peerData: mr.PrivateData, cfg: l.cfg}, nil
 			}
 			r.reject = func(pd []byte) error { return mr.Reject(pd, 0, 0) }
+			r.refuse = func() { r.reject(nil) }
 			if !l.offer(r) {
 				return
 			}
@@ -273,6 +276,11 @@ func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association)
 				peerData: sr.PrivateData, cfg: l.cfg, release: func() { once.Do(ref.release) }}, nil
 		}
 		r.reject = func(pd []byte) error { return sr.Reject(pd, 0, 0) }
+		// The application never saw the request: "A DDP Stream Session
+		// Reject message MUST NOT be sent unless the rejection is at the
+		// direction of the ULP." (RFC 5043 §6.3) A Terminate answers it
+		// instead, as §6.4 answers requests the ULP does not decide.
+		r.refuse = func() { sr.Terminate() }
 		if !l.offer(r) {
 			return
 		}

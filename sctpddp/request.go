@@ -105,6 +105,28 @@ func (r *SessionRequest) Reject(privateData []byte, ird, ord int) error {
 	return err
 }
 
+// Terminate refuses the session without the ULP's decision: "A DDP
+// Stream Session Reject message MUST NOT be sent unless the rejection is
+// at the direction of the ULP." (RFC 5043 §6.3) It answers the Initiate
+// with a DDP Stream Session Terminate, as §6.4 answers requests the ULP
+// does not decide, and returns once the Terminate has been acknowledged
+// (within the request's timeout), so that the association may be closed
+// right after.
+func (r *SessionRequest) Terminate() error {
+	err := errDecided
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		defer cancel()
+		_, err = r.st.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionTerminate})
+		if err == nil {
+			// NewSession waits until every chunk sent is acknowledged.
+			err = r.st.NewSession(ctx)
+		}
+		r.giveBack()
+	})
+	return err
+}
+
 // ReadInitiate reads the first message of a new DDP stream, which must be
 // an Initiate with DDP-SSN 0 (RFC 5043 §6.1, §6.2), and returns it as a
 // request for the ULP to accept or reject; timeout bounds the reply.

@@ -256,22 +256,52 @@ func TestSessionsShareAnAssociation(t *testing.T) {
 	}
 }
 
+// The ULP's Reject reaches the initiator with its Private Data, as the
+// initiator's reaches the passive ULP: "If reported, any supplied Private
+// Data MUST be available for the ULP to examine." (RFC 5043 §5.2.3) A
+// request refused without the ULP's decision gets a Terminate, never a
+// Reject: "A DDP Stream Session Reject message MUST NOT be sent unless
+// the rejection is at the direction of the ULP." (§6.3, §6.4) Such are a
+// request left past AcceptTimeout and one the ULP hands back with
+// SessionRequest.Terminate.
 func TestSessionReject(t *testing.T) {
 	checkGoroutines(t)
 	srv, cli := pinnedConfigs(t)
+	srv.AcceptTimeout = 300 * time.Millisecond
 	server, client := connect(t, srv, cli)
 	sa := server.Sessions(0)
+	ctx := testCtx(t)
+	seen := make(chan []byte, 1)
 	go func() {
-		r, err := sa.Accept(testCtx(t))
+		r, err := sa.Accept(ctx)
 		if err == nil {
+			seen <- r.PrivateData
 			r.Reject([]byte("no, thanks"), 4, 4)
 		}
 	}()
-	a := newPeer(t, nil)
-	_, err := Connect(testCtx(t), client, 1, a.QP, SessionConfig{})
+	_, err := Connect(ctx, client, 1, newPeer(t, nil).QP, SessionConfig{PrivateData: []byte("hello")})
 	var re *ddp.RejectedError
 	if !errors.As(err, &re) || string(re.PrivateData) != "no, thanks" || re.Enhanced == nil || re.Enhanced.IRD != 4 {
 		t.Fatalf("Connect = %v", err)
+	}
+	if pd := <-seen; string(pd) != "hello" {
+		t.Fatalf("the passive ULP saw Private Data %q", pd)
+	}
+	// Nobody takes the request: it expires.
+	_, err = Connect(ctx, client, 3, newPeer(t, nil).QP, SessionConfig{})
+	if !errors.Is(err, ErrSessionTerminated) || errors.As(err, &re) {
+		t.Fatalf("Connect with the request left waiting = %v", err)
+	}
+	// The ULP takes it and hands it back.
+	go func() {
+		r, err := sa.Accept(ctx)
+		if err == nil {
+			r.Terminate()
+		}
+	}()
+	_, err = Connect(ctx, client, 5, newPeer(t, nil).QP, SessionConfig{})
+	if !errors.Is(err, ErrSessionTerminated) || errors.As(err, &re) {
+		t.Fatalf("Connect with the request terminated = %v", err)
 	}
 }
 
