@@ -330,3 +330,45 @@ func TestChannelConfigLimits(t *testing.T) {
 		t.Fatalf("send queue limit %d keeps no §10 bound", send)
 	}
 }
+
+// A transport that never acknowledges anything takes at most 32767
+// chunks of a stream, whatever the ULP does: "the sending DDP must simply
+// refrain from sending more than 32767 Data Chunks for a single stream
+// without acknowledgment. Note that it MUST NOT rely upon ULP flow
+// control for this purpose." (RFC 5043 §10)
+func TestChunkerNeverAcknowledged(t *testing.T) {
+	var buffered uint64
+	chunks := 0
+	c := NewChunker(ChunkerConfig{
+		MULPDU:         wire.MinMULPDU,
+		SendQueueLimit: 1 << 40, // as much as a caller may ask
+		Send: func(msg []byte, _ wire.PPID) error {
+			buffered += uint64(len(msg))
+			chunks++
+			return nil
+		},
+		Buffered: func() uint64 { return buffered },
+		Done:     make(chan struct{}),
+		Err:      func() error { return ErrChannelClosed },
+	})
+	ctx := context.Background()
+	if _, err := c.WriteSessionControl(ctx, wire.SessionControl{Function: wire.FunctionInitiate}); err != nil {
+		t.Fatal(err)
+	}
+	// Then the smallest chunks, a DDP Header alone, until one waits.
+	hdr := []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}
+	for chunks <= wire.MaxInFlight {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err := c.WriteSegmentv(wctx, hdr, nil)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chunks > wire.MaxInFlight || chunks < wire.MaxInFlight/2 {
+		t.Fatalf("%d chunks taken without acknowledgement; the limit is %d", chunks, wire.MaxInFlight)
+	}
+}

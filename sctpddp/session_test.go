@@ -5,6 +5,7 @@ package sctpddp
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
+	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 	"github.com/pion/sctp"
 )
@@ -518,5 +520,80 @@ func TestAssociationLossFlushes(t *testing.T) {
 	}
 	if b.QP.State() != rdmap.StateTerminating {
 		t.Fatal(b.QP.State())
+	}
+}
+
+// An RDMA Write to an STag the responder does not have: the responder
+// sends the RDMAP Terminate, a DDP Segment (PPID 16), and then the DDP
+// Stream Session Terminate (PPID 17) after it in DDP-SSN order. (RFC 5043
+// §11.3: "Other RDMAP-defined Terminate Messages MUST be generated as
+// specified when a DDP stream is terminated."; §6.2: the DDP Stream
+// Terminate "would follow any RDMAP Terminate message".)
+func TestRDMAPTerminateBeforeSessionTerminate(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := pinnedConfigs(t)
+	sniff := make(chan *sniffConn, 1)
+	srv.connHook = func(c net.Conn) net.Conn {
+		s := &sniffConn{Conn: c}
+		sniff <- s
+		return s
+	}
+	server, client := connect(t, srv, cli)
+	sn := <-sniff
+	a, b := newPeer(t, nil), newPeer(t, nil)
+	sessionPair(t, server, client, server.Sessions(0), 1, a, b)
+	src := a.Reg(t, 64, 0)
+	bogus := b.Reg(t, 64, rdmap.RemoteWrite).STag() ^ 0xffff00
+	if err := a.QP.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: src, Length: 64}}, RemoteSTag: bogus}); err != nil {
+		t.Fatal(err)
+	}
+	// The responder's session ends after its queue pair has sent the
+	// RDMAP Terminate.
+	sessionTerminated := func() bool {
+		sn.mu.Lock()
+		defer sn.mu.Unlock()
+		for _, c := range sn.chunks {
+			if c.sid == 1 && wire.PPID(c.ppid) == wire.PPIDSessionControl && len(c.data) >= 4 &&
+				wire.FunctionCode(binary.BigEndian.Uint16(c.data[2:])) == wire.FunctionTerminate {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitFor(5*time.Second, sessionTerminated) {
+		t.Fatal("the responder sent no DDP Stream Session Terminate")
+	}
+	var rdmapTerm, sessionTerm wire.SSN
+	var haveRDMAP, haveSession bool
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for _, c := range sn.chunks {
+		if c.sid != 1 {
+			continue
+		}
+		switch wire.PPID(c.ppid) {
+		case wire.PPIDSegment:
+			sc, _, err := wire.ParseSegmentChunk(c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, n, err := ddp.ParseHeader(sc.Segment)
+			if err != nil || h.Tagged || h.QN != rdmap.QNTerminate || rdmap.Control(h.RsvdULP[0]).Opcode() != rdmap.OpTerminate {
+				continue
+			}
+			th, _, err := rdmap.ParseTerminate(sc.Segment[n:])
+			if err != nil || th.Layer != term.LayerDDP {
+				t.Fatalf("RDMAP Terminate %+v, %v", th, err)
+			}
+			rdmapTerm, haveRDMAP = sc.SSN, true
+		case wire.PPIDSessionControl:
+			m, _, err := wire.ParseSessionControl(c.data)
+			if err == nil && m.Function == wire.FunctionTerminate {
+				sessionTerm, haveSession = m.SSN, true
+			}
+		}
+	}
+	if !haveRDMAP || !haveSession || !rdmapTerm.Less(sessionTerm) {
+		t.Fatalf("RDMAP Terminate sent %v, at DDP-SSN %d; DDP Stream Session Terminate sent %v, at %d", haveRDMAP, rdmapTerm, haveSession, sessionTerm)
 	}
 }
