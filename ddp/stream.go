@@ -124,8 +124,10 @@ type BufferSource interface {
 // SetSource makes queue qn draw buffers from src when a segment arrives
 // for an MSN that has no buffer yet, in MSN order: the stream's next new
 // message takes the source's next buffer. The queue holds at most share
-// of them at once (at least one, at most its QueueDepth): a segment whose
-// MSN lies further ahead is outside the legal MSN range. Several streams
+// of them at once (at least one, at most its QueueDepth), and no more
+// than the stream's window, which bounds the messages a peer can have in
+// flight: a segment whose MSN lies further ahead is outside the legal
+// MSN range. Several streams
 // draw from one source, and "the combination of the RNIC and the
 // Privileged Resource Manager MUST be able to detect if the Remote Peer
 // is attempting to consume more than its fair share of resources" (RFC
@@ -381,8 +383,8 @@ func (s *Stream) checkUntagged(h *Header, n int) (target, *term.Error) {
 	// further ahead than the queue can ever hold, is outside the range.
 	d := h.MSN - q.headMSN
 	if q.source != nil {
-		if d >= q.share {
-			return target{}, term.DDPMSNRange.With("QN %d MSN %d: %d messages ahead of MSN %d, beyond this stream's share of %d shared buffers", h.QN, h.MSN, d, q.headMSN, q.share)
+		if share := min(q.share, s.window); d >= share {
+			return target{}, term.DDPMSNRange.With("QN %d MSN %d: %d messages ahead of MSN %d, beyond this stream's share of %d shared buffers", h.QN, h.MSN, d, q.headMSN, share)
 		}
 		for d >= uint32(q.count) {
 			b, ok := q.source.TakeBuffer()

@@ -43,7 +43,8 @@ type QPConfig struct {
 	SendCQ *CompletionQueue // required
 	RecvCQ *CompletionQueue // required
 	// SRQ, if set, supplies receive buffers instead of PostRecv. The
-	// queue pair holds at most min(Window, RecvDepth) of them at once: a
+	// queue pair holds at most RecvDepth of them at once, and no more
+	// than its stream's reassembly window (Window, or the transport's): a
 	// peer that asks for more is refused (RFC 5040 §8.1.2 item 8's fair
 	// share; SharedReceiveQueue).
 	SRQ *SharedReceiveQueue
@@ -274,9 +275,9 @@ func (pd *ProtectionDomain) NewQueuePair(cfg QPConfig) (*QueuePair, error) {
 	pd.dev.mu.Unlock()
 	if cfg.SRQ != nil {
 		// A stream holds at most as many of the shared buffers as it may
-		// have messages in flight: its Window of segments, and no more
-		// than its RecvDepth.
-		s.SetSource(QNSend, cfg.SRQ, min(cfg.Window, cfg.RecvDepth))
+		// have messages in flight (its reassembly window of segments, which
+		// the transport may widen), and no more than its RecvDepth.
+		s.SetSource(QNSend, cfg.SRQ, cfg.RecvDepth)
 	}
 	return qp, nil
 }

@@ -116,9 +116,10 @@ func (qp *QueuePair) sinkBuffer(h *ddp.Header) (ddp.TaggedBuffer, *term.Error) {
 	qp.mu.Lock()
 	stag, found := false, false
 	var sinkTO, n uint64
-	// Over an ordered LLP (a Window of one) only the oldest can be under
-	// way; over an unordered one, those a Window of segments reaches.
-	for _, rd := range qp.reads[:min(len(qp.reads), qp.cfg.Window)] {
+	// Over an ordered LLP (a window of one segment) only the oldest can be
+	// under way; over an unordered one, those the stream's reassembly
+	// window reaches.
+	for _, rd := range qp.reads[:min(len(qp.reads), qp.stream.Window())] {
 		if rd.sinkSTag != h.STag {
 			continue
 		}

@@ -10,10 +10,11 @@ import (
 // SharedReceiveQueue is a pool of receive buffers that several queue
 // pairs draw from. A stream takes the next buffer when a new Send arrives
 // for it, so buffers go to streams in the order messages arrive. A
-// queue pair holds at most min(Window, RecvDepth) of them at once (taken
-// and not yet delivered): a Send whose MSN lies further ahead stops that
-// stream with "Invalid MSN - MSN range is not valid" and takes nothing,
-// since "the combination of the RNIC and the Privileged Resource Manager
+// queue pair holds at most RecvDepth of them at once (taken and not yet
+// delivered), and no more than its stream's reassembly window (the
+// segments its LLP may have in flight): a Send whose MSN lies further
+// ahead stops that stream with "Invalid MSN - MSN range is not valid" and
+// takes nothing, since "the combination of the RNIC and the Privileged Resource Manager
 // MUST be able to detect if the Remote Peer is attempting to consume
 // more than its fair share of resources" (RFC 5040 §8.1.2 item 8). Set
 // each queue pair's RecvDepth to the share it may have.

@@ -14,12 +14,13 @@ import (
 // Resource Manager MUST be able to detect if the Remote Peer is attempting
 // to consume more than its fair share of resources so that the Local Peer
 // can apply countermeasures to detect and prevent the attack." (RFC 5040
-// §8.1.2 item 8) A queue pair holds at most min(Window, RecvDepth) of a
-// shared receive queue's buffers at once. A peer whose Send names an MSN
-// further ahead (which would make its stream take every buffer up to it
-// and hold them) is refused with "Invalid MSN - MSN range is not valid" and takes none;
-// the other stream's Send still finds its buffer. Within the share,
-// messages that arrive out of order each take theirs.
+// §8.1.2 item 8) A queue pair holds at most min(RecvDepth, its stream's
+// reassembly window) of a shared receive queue's buffers at once. A peer
+// whose Send names an MSN further ahead (which would make its stream take
+// every buffer up to it and hold them) is refused with "Invalid MSN - MSN
+// range is not valid" and takes none; the other stream's Send still finds
+// its buffer. Within the share, messages that arrive out of order each
+// take theirs.
 func TestSharedReceiveQueueShare(t *testing.T) {
 	dev := NewDevice(DeviceConfig{})
 	pd := dev.NewProtectionDomain()

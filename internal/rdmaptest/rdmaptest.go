@@ -111,7 +111,12 @@ func Exercise(t testing.TB, a, b *Peer) {
 	must(t, a.QP.PostRead(rdmap.ReadWR{ID: 5, Local: rdmap.SGE{MR: sink, Length: 1 << 20}, RemoteSTag: target.STag()}))
 	must(t, a.QP.PostRead(rdmap.ReadWR{ID: 6, Local: rdmap.SGE{MR: sink}, RemoteSTag: 0x1}))
 	must(t, a.QP.PostSend(rdmap.SendWR{ID: 7, Invalidate: true, InvalidateSTag: inv.STag(), SGL: []rdmap.SGE{{MR: src, Length: 10}}}))
-	must(t, a.QP.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag()}))
+	// The Send that invalidates the STag the Read reads waits for the
+	// Read: "RDMA Read Response Messages MAY be generated at the Remote
+	// Peer after subsequent RDMA Write Messages or Send Messages have been
+	// Placed or Delivered" (RFC 5040 §5.5 rule 12), and a Response not yet
+	// generated when its STag is invalidated is not sent.
+	must(t, a.QP.PostSend(rdmap.SendWR{ID: 8, Solicited: true, Invalidate: true, InvalidateSTag: target.STag(), Fence: true}))
 	for i := 1; i <= 8; i++ {
 		if c := Wait(t, a.SCQ); c.WRID != uint64(i) || c.Status != rdmap.StatusSuccess {
 			t.Fatalf("completion %d: %+v", i, c)
