@@ -40,13 +40,17 @@ func testFuncs(t *testing.T, dir string) map[string]bool {
 var testRef = regexp.MustCompile("`([a-z][a-z0-9/]*)\\.((?:Test|Fuzz|Example)[A-Za-z0-9_]*)`")
 
 // checkTestRefs checks that every `dir.TestName` in md names a function
-// of dir's tests, and returns how many it found.
+// of dir's tests (`iwarp.TestName`: the root package's), and returns how
+// many it found.
 func checkTestRefs(t *testing.T, name, md string) int {
 	t.Helper()
 	pkgs := map[string]map[string]bool{}
 	n := 0
 	for _, m := range testRef.FindAllStringSubmatch(md, -1) {
 		dir, fn := m[1], m[2]
+		if dir == "iwarp" {
+			dir = "." // the root package, github.com/iwarpgo/iwarp
+		}
 		if _, err := os.Stat(filepath.Join("..", dir)); err != nil {
 			t.Errorf("%s names %s.%s: no directory %s", name, m[1], fn, dir)
 			continue
