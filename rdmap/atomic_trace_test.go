@@ -89,7 +89,11 @@ func TestWordBesideRemoteAtomics(t *testing.T) {
 			default:
 			}
 			atomic.AddUint64(w, 1)
-			local.Add(1)
+			if local.Add(1)%256 == 0 {
+				// Without preemption (js/wasm) the queue pairs would
+				// never run.
+				runtime.Gosched()
+			}
 		}
 	}()
 	for local.Load() == 0 {
