@@ -127,12 +127,11 @@ type BufferSource interface {
 // of them at once (at least one, at most its QueueDepth), and no more
 // than the stream's window, which bounds the messages a peer can have in
 // flight: a segment whose MSN lies further ahead is outside the legal
-// MSN range. Several streams
-// draw from one source, and "the combination of the RNIC and the
-// Privileged Resource Manager MUST be able to detect if the Remote Peer
-// is attempting to consume more than its fair share of resources" (RFC
-// 5040 §8.1.2 item 8): the stream that asks for more is stopped, and the
-// buffers stay with the others.
+// MSN range. Several streams draw from one source, and "the combination
+// of the RNIC and the Privileged Resource Manager MUST be able to detect
+// if the Remote Peer is attempting to consume more than its fair share of
+// resources" (RFC 5040 §8.1.2 item 8): the stream that asks for more is
+// stopped, and the buffers stay with the others.
 func (s *Stream) SetSource(qn uint32, src BufferSource, share int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
