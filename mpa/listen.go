@@ -27,7 +27,8 @@ var (
 	ErrPeerLimit = errors.New("mpa: the peer's connection limit is reached")
 	// ErrBacklog: the Request waited for a place in Accept's queue, or
 	// for Accept, until its handshake time ran out; it was rejected
-	// (an MPA Reply with the R bit).
+	// (an MPA Reply with the R bit) then, whether or not Accept was
+	// being called.
 	ErrBacklog = errors.New("mpa: the application did not accept in time")
 )
 
@@ -50,7 +51,12 @@ func positive(v, d int) int {
 // further ones are closed at once), the Requests waiting for Accept
 // (Backlog), and the time each may take (HandshakeTimeout, from the TCP
 // connection to the Request, from the Request to Accept, and from the
-// Reply to the initiator's RTR).
+// Reply to the initiator's RTR). A Request that Accept has not taken when
+// its time runs out is rejected then, by a timer of its own, so that it
+// holds neither its TCP connection nor a place in its peer's count after
+// its initiator has given up. An error of the listening socket's Accept
+// (too many open files, say) does not stop the Listener: it tries again
+// after a pause, as net/http's Server does, until Close.
 type Listener struct {
 	ln       net.Listener
 	cfg      Config
@@ -99,6 +105,7 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case r := <-l.pending:
+			r.expiry.Stop()
 			r.Reject(nil, 0, 0)
 		default:
 			return nil
@@ -106,8 +113,16 @@ func (l *Listener) Close() error {
 	}
 }
 
+// The pauses after a failed Accept of the listening socket: from the
+// first to the longest, doubling (net/http's Server.Serve's).
+const (
+	acceptRetryFirst = 5 * time.Millisecond
+	acceptRetryMax   = time.Second
+)
+
 func (l *Listener) loop() {
 	defer l.wg.Done()
+	var pause time.Duration
 	for {
 		select {
 		case l.startups <- struct{}{}:
@@ -117,12 +132,26 @@ func (l *Listener) loop() {
 		nc, err := l.ln.Accept()
 		if err != nil {
 			<-l.startups
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				// Only Close closes the socket; should anything else, Accept
+				// must not wait for ever.
+				l.once.Do(func() { close(l.done) })
+				return
 			}
-			return
+			// Too many open files (EMFILE, ENFILE), no buffers, a
+			// connection aborted before it was taken: the condition
+			// passes, and the connection waits in the kernel's queue.
+			pause = min(max(2*pause, acceptRetryFirst), acceptRetryMax)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
 		}
+		pause = 0
 		peer := peerAddr(nc.RemoteAddr())
 		if !l.addPeer(peer) {
 			<-l.startups
@@ -140,18 +169,32 @@ func (l *Listener) loop() {
 				l.dropPeer(peer)
 				return
 			}
-			t := time.NewTimer(time.Until(r.deadline))
-			defer t.Stop()
+			// The Request is rejected when its time runs out, whether it
+			// waits for a place in the queue or in it (Accept skips it
+			// there).
+			r.gone = make(chan struct{})
+			r.expiry = time.AfterFunc(time.Until(r.deadline), func() { l.expire(r) })
 			select {
 			case l.pending <- r:
-			case <-t.C:
-				l.refused(nc.RemoteAddr(), ErrBacklog)
-				r.Reject(nil, 0, 0)
+			case <-r.gone:
 			case <-l.done:
+				r.expiry.Stop()
 				r.Reject(nil, 0, 0)
 			}
 		}()
 	}
+}
+
+// expire rejects r, which its handshake time ran out on before Accept
+// took it, and reports it; unless it was decided already.
+func (l *Listener) expire(r *Request) {
+	defer close(r.gone)
+	r.once.Do(func() {
+		defer r.done()
+		l.refused(r.RemoteAddr(), ErrBacklog)
+		r.reject(nil, 0, 0)
+		r.nc.Close()
+	})
 }
 
 // peerAddr is the address connections are counted by: the IP address.
@@ -269,16 +312,15 @@ func (r *Request) done() {
 }
 
 // Accept returns the next connection whose MPA Request is valid, for the
-// ULP to accept or reject. A Request that waited longer than the
-// handshake timeout is rejected and skipped: its initiator has given up.
+// ULP to accept or reject, by the Request's Deadline. A Request that
+// waited longer than the handshake timeout has been rejected and is
+// skipped: its initiator has given up.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	for {
 		select {
 		case r := <-l.pending:
-			if time.Now().After(r.deadline) {
-				l.refused(r.RemoteAddr(), ErrBacklog)
-				r.Reject(nil, 0, 0)
-				continue
+			if !r.expiry.Stop() {
+				continue // rejected when its time ran out
 			}
 			return r, nil
 		case <-ctx.Done():
@@ -295,7 +337,9 @@ type Request struct {
 	release  func() // the Listener's count of the peer's connections; nil without one
 	nc       net.Conn
 	req      Frame
-	deadline time.Time // when the initiator is taken to have given up
+	deadline time.Time     // when the initiator is taken to have given up
+	expiry   *time.Timer   // a Listener's: rejects the Request if Accept does not take it by deadline
+	gone     chan struct{} // closed once expiry has run
 
 	Revision    int
 	PrivateData []byte            // the initiator's Private Data (after any enhanced data)
@@ -306,6 +350,12 @@ type Request struct {
 
 // RemoteAddr returns the initiator's address.
 func (r *Request) RemoteAddr() net.Addr { return r.nc.RemoteAddr() }
+
+// Deadline returns when the initiator is taken to have given up waiting
+// for the Reply: two handshake timeouts from a Listener's TCP connection
+// (one for the Request to come, one for the ULP), one from Server's
+// return. Whoever holds the Request until then rejects it.
+func (r *Request) Deadline() time.Time { return r.deadline }
 
 var errDecided = errors.New("mpa: the request was already accepted or rejected")
 

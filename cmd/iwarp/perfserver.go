@@ -23,7 +23,7 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 	srv := perf.NewServer(o.limits)
 	rctx, stopRaw := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	port, err := startRawServer(rctx, ep, l, srv, &wg)
+	port, err := startRawServer(rctx, ep, l, srv, &wg, stderr)
 	if err != nil {
 		stopRaw()
 		l.Close()
@@ -68,8 +68,9 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 // startRawServer listens for --compare-raw on a free port of the perf
 // listener's host: plain TCP for tcp://, a DTLS/SCTP listener with the
 // perf listener's configuration for sctp://, under the perf server's
-// connection limits. It serves until ctx ends.
-func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Server, wg *sync.WaitGroup) (uint16, error) {
+// connection limits. It serves until ctx ends; should the raw listener
+// stop before, stderr hears why (--compare-raw fails from then on).
+func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Server, wg *sync.WaitGroup, stderr io.Writer) (uint16, error) {
 	host, _, _ := net.SplitHostPort(l.Addr().String())
 	addr := net.JoinHostPort(host, "0")
 	if ep.scheme == "tcp" {
@@ -80,7 +81,9 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Ser
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			srv.ServeRawTCP(ctx, ln)
+			if err := srv.ServeRawTCP(ctx, ln); err != nil {
+				fmt.Fprintf(stderr, "iwarp perf: raw listener: %v\n", err)
+			}
 		}()
 		return uint16(ln.Addr().(*net.TCPAddr).Port), nil
 	}
@@ -91,7 +94,9 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Ser
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		srv.ServeRawSCTP(ctx, sl)
+		if err := srv.ServeRawSCTP(ctx, sl); err != nil {
+			fmt.Fprintf(stderr, "iwarp perf: raw listener: %v\n", err)
+		}
 		sl.Close()
 	}()
 	return uint16(sl.Addr().(*net.UDPAddr).Port), nil

@@ -23,7 +23,10 @@ import (
 // transfer on which nothing moves for IdleTimeout is closed.
 
 // ServeRawTCP serves raw transfers over plain TCP on ln until ctx ends or
-// ln is closed; it closes the transfers under way before it returns.
+// ln is closed; it closes the transfers under way before it returns. An
+// error of ln's Accept (too many open files, say) does not stop it: it
+// tries again after a pause, 5 ms doubling to 1 s, as net/http's Server
+// does.
 func (s *Server) ServeRawTCP(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -31,14 +34,24 @@ func (s *Server) ServeRawTCP(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		peer := nc.RemoteAddr().String()
 		if s.rawAdm.take(peer, 0) != nil {
 			nc.Close()

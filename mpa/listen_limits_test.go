@@ -1,0 +1,92 @@
+//go:build !js
+
+package mpa
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+// Requests that wait for Accept, in its queue (Backlog) or for a place in
+// it, are rejected when their handshake time runs out even though nobody
+// calls Accept: none keeps its TCP connection, or its place in the peer's
+// count, until an initiator gives up on its own (RFC 5044 §7.1.2 rule
+// 10's timeout "prevents certain denial-of-service attacks").
+func TestListenerBacklogExpiresWithoutAccept(t *testing.T) {
+	noLeaks(t)
+	const (
+		hs = 300 * time.Millisecond
+		n  = 3
+	)
+	var refused atomic.Int32
+	cfg := Config{Backlog: 1, MaxPerPeer: n, HandshakeTimeout: hs,
+		Refused: func(_ net.Addr, why error) {
+			if errors.Is(why, ErrBacklog) {
+				refused.Add(1)
+			}
+		}}
+	l, err := Listen(context.Background(), "tcp", "127.0.0.1:0", &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	out := make(chan result, n)
+	for range n {
+		p := newPeer(t, rdmap.QPConfig{})
+		go func() {
+			start := time.Now()
+			_, err := Dial(tctx(t), "tcp", l.Addr().String(), p.QP, &Config{HandshakeTimeout: 5 * time.Second})
+			out <- result{err, time.Since(start)}
+		}()
+	}
+	// A Request may wait two handshake timeouts from its TCP connection
+	// (one to arrive, one for Accept); some slack for a loaded machine.
+	const within = 2*hs + 700*time.Millisecond
+	for range n {
+		r := <-out
+		var re *ddp.RejectedError
+		if !errors.As(r.err, &re) {
+			t.Fatalf("an initiator nobody accepted got %v after %v, want a rejection", r.err, r.took)
+		}
+		if r.took > within {
+			t.Fatalf("an initiator was rejected after %v, want within %v", r.took, within)
+		}
+	}
+	if got := refused.Load(); got != n {
+		t.Fatalf("%d refusals reported, want %d", got, n)
+	}
+	// The peer's places were given back: one more initiator, within
+	// MaxPerPeer, is accepted.
+	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := Dial(tctx(t), "tcp", l.Addr().String(), a.QP, &Config{HandshakeTimeout: 5 * time.Second})
+		if err == nil {
+			defer c.Close()
+		}
+		dialed <- err
+	}()
+	r, err := l.Accept(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Accept(b.QP, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := <-dialed; err != nil {
+		t.Fatal(err)
+	}
+}
