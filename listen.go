@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/mpa"
@@ -41,6 +42,8 @@ type Request struct {
 	accept    func(qp *rdmap.QueuePair, pd []byte) (*Conn, error)
 	reject    func(pd []byte) error
 	refuse    func() // refuses the request without the application's decision
+	expired   func() // reports a request whose time ran out before Accept (the transport's Refused)
+	deadline  time.Time
 	once      sync.Once
 }
 
@@ -115,7 +118,12 @@ func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
 func (l *Listener) Addr() net.Addr { return l.addr }
 func (l *Listener) URL() string    { return l.url }
 
-// Accept returns the next connection request.
+// Accept returns the next connection request. A request waits for it only
+// as long as its transport lets it wait for the application (mpa.Config's
+// HandshakeTimeout, sctpddp.Config's AcceptTimeout): then it is refused as
+// the transport refuses it (an MPA Reply with the Reject bit, a DDP Stream
+// Session Terminate) and reported to the transport's Refused
+// (mpa.ErrBacklog, sctpddp.ErrAcceptTimeout).
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	select {
 	case r := <-l.requests:
@@ -139,10 +147,27 @@ func (l *Listener) Close() error {
 	return nil
 }
 
-// offer hands r to Accept, or refuses it when the Listener closes.
+// offer hands r to Accept by r.deadline, or refuses it then, or when the
+// Listener closes; it returns false when the Listener has closed.
 func (l *Listener) offer(r *Request) bool {
+	expire := func() {
+		r.once.Do(func() {
+			r.expired()
+			r.refuse()
+		})
+	}
+	wait := time.Until(r.deadline)
+	if wait <= 0 {
+		expire()
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case l.requests <- r:
+		return true
+	case <-t.C:
+		expire()
 		return true
 	case <-l.done:
 		r.once.Do(r.refuse)
@@ -171,7 +196,8 @@ func (l *Listener) listenTCP(ctx context.Context, addr string) error {
 			if err != nil {
 				return
 			}
-			r := &Request{l: l, transport: "tcp", remote: mr.RemoteAddr(), peerData: mr.PrivateData, enhanced: mr.Enhanced}
+			r := &Request{l: l, transport: "tcp", remote: mr.RemoteAddr(), peerData: mr.PrivateData, enhanced: mr.Enhanced,
+				deadline: mr.Deadline()}
 			r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
 				m, err := mr.Accept(qp, pd)
 				if err != nil {
@@ -181,6 +207,11 @@ func (l *Listener) listenTCP(ctx context.Context, addr string) error {
 			}
 			r.reject = func(pd []byte) error { return mr.Reject(pd, 0, 0) }
 			r.refuse = func() { r.reject(nil) }
+			r.expired = func() {
+				if mc.Refused != nil {
+					mc.Refused(r.remote, mpa.ErrBacklog)
+				}
+			}
 			if !l.offer(r) {
 				return
 			}
@@ -216,6 +247,14 @@ func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
 		}
 	}()
 	return nil
+}
+
+// sctpAcceptTimeout is how long a session request waits for Accept.
+func (l *Listener) sctpAcceptTimeout() time.Duration {
+	if d := l.cfg.SCTP.AcceptTimeout; d > 0 {
+		return d
+	}
+	return sctpddp.DefaultAcceptTimeout
 }
 
 // assocRef counts the holders of an accepted association: the Listener
@@ -259,7 +298,11 @@ func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association)
 		if err != nil {
 			return
 		}
-		r := &Request{l: l, transport: "sctp", remote: a.RemoteAddr(), peerData: sr.PrivateData, enhanced: sr.Enhanced}
+		// The request waited in the SessionAcceptor up to now; it may wait
+		// for the application as long again (sctpddp.SessionRequest
+		// tells not when it came).
+		r := &Request{l: l, transport: "sctp", remote: a.RemoteAddr(), peerData: sr.PrivateData, enhanced: sr.Enhanced,
+			deadline: time.Now().Add(l.sctpAcceptTimeout())}
 		r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
 			if !ref.hold() {
 				return nil, fmt.Errorf("iwarp: accept: %w", sctpddp.ErrClosed)
@@ -281,6 +324,11 @@ func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association)
 		// direction of the ULP." (RFC 5043 §6.3) A Terminate answers it
 		// instead, as §6.4 answers requests the ULP does not decide.
 		r.refuse = func() { sr.Terminate() }
+		r.expired = func() {
+			if l.cfg.SCTP.Refused != nil {
+				l.cfg.SCTP.Refused(r.remote, sctpddp.ErrAcceptTimeout)
+			}
+		}
 		if !l.offer(r) {
 			return
 		}
