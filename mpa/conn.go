@@ -67,7 +67,8 @@ type Config struct {
 	// at once.
 	FirstFPDUDelay time.Duration
 	// MaxStartups bounds a Listener's connections in their startup at
-	// once; MaxPerPeer the connections of one peer IP address, from the
+	// once; MaxPerPeer the connections of one peer (an IPv4 address or an
+	// IPv6 /64, where one host may hold every address), from the
 	// TCP connection until its Conn closes; Backlog the Requests waiting
 	// for Accept. Defaults DefaultMaxStartups, DefaultMaxPerPeer,
 	// DefaultBacklog. Refused, if set, hears of every connection a

@@ -77,10 +77,11 @@
 // # Limits
 //
 // A Listener bounds what peers can make it hold: connections in their
-// startup (MaxStartups), connections per peer address (MaxPerPeer),
-// Requests waiting for Accept (Backlog) and the time each step may take
-// (HandshakeTimeout); a connection whose FPDU stays incomplete is cut
-// off after PartialFPDUTimeout. docs/security.md lists them.
+// startup (MaxStartups), connections per peer (MaxPerPeer; a peer is an
+// IPv4 address or an IPv6 /64), Requests waiting for Accept (Backlog)
+// and the time each step may take (HandshakeTimeout); a connection whose
+// FPDU stays incomplete is cut off after PartialFPDUTimeout.
+// docs/security.md lists them.
 //
 // # Choices and known deviations
 //

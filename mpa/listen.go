@@ -197,17 +197,23 @@ func (l *Listener) expire(r *Request) {
 	})
 }
 
-// peerAddr is the address connections are counted by: the IP address.
+// peerAddr is the peer connections are counted by (MaxPerPeer): an IPv4
+// address, or an IPv6 address's /64 prefix, as sctpddp counts DTLS
+// handshakes.
 func peerAddr(a net.Addr) netip.Addr {
+	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
-		ip, _ := netip.AddrFromSlice(ta.IP)
-		return ip.Unmap()
+		ip, _ = netip.AddrFromSlice(ta.IP)
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr()
 	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		// One host may hold a whole /64: it counts as one peer.
+		p, _ := ip.Prefix(64)
+		return p.Addr()
 	}
-	return ap.Addr().Unmap()
+	return ip
 }
 
 func (l *Listener) addPeer(p netip.Addr) bool {
