@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
@@ -71,6 +72,12 @@ type Association struct {
 	// retired.
 	ids    map[uint16]bool
 	nextID int // the next stream id Association.Connect tries
+	// readers holds the retired streams still read (Config.MaxRetiredStreams);
+	// guarded by idMu.
+	readers map[*retiredReader]struct{}
+
+	scratchMu sync.Mutex
+	scratch   []byte // what retired streams' readers discard messages into
 }
 
 // claim marks DDP stream id as carrying a session. It fails for a stream
@@ -122,24 +129,94 @@ func (a *Association) claimNew() (uint16, error) {
 	return 0, ErrNoStreamID
 }
 
-// retire reads the DDP stream st once its session (or request) has ended,
-// until the association ends (Stream.drain). pion keeps the stream and
-// never offers its id to AcceptStream again, so this is the only reader
-// that will see what the peer still sends on it.
+// retire reads the DDP stream st once its session (or request) has ended
+// (Stream.drain), until nothing has come on it for
+// Config.RetiredStreamTimeout or the association ends. pion keeps the
+// stream and never offers its id to AcceptStream again, so this is the
+// only reader that will see what the peer still sends on it. "A DDP
+// Stream Identifier MUST NOT be reused for another DDP Stream Session
+// while any Data Chunk from a prior session might be outstanding." (RFC
+// 5043 §6.6) Once the peer, heard from all along (Config.DeadPeerTimeout),
+// has sent nothing on the stream for that long, no chunk of the prior
+// session is outstanding but for a path that dropped every
+// retransmission, and the reader stops: so the readers of a well-behaved
+// peer that runs sessions one after the other do not pile up. At most
+// Config.MaxRetiredStreams are read at once; beyond, the reader of the
+// stream quiet longest stops early if quiet for retiredEvictQuiet, or else
+// the association ends (ErrTooManyStreams): a peer that keeps sending on
+// streams whose sessions are over holds a goroutine for each.
 func (a *Association) retire(st *Stream) {
+	if why := a.startReader(st); why != nil && !a.isClosed() {
+		a.s.refused(a.RemoteAddr(), why)
+		_ = a.end(why)
+	}
+}
+
+// retiredReader is the reader of one retired stream.
+type retiredReader struct {
+	st      *Stream
+	last    atomic.Int64 // when the last message came (or the stream retired), in Unix nanoseconds
+	evicted atomic.Bool  // stop at once: another retired stream needs the room
+}
+
+func (a *Association) startReader(st *Stream) error {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
 	a.ids[st.ID()] = true
 	if a.isClosed() {
-		return
+		return nil
 	}
+	now := time.Now()
+	if len(a.readers) >= a.s.MaxRetiredStreams && !a.evictQuiet(now) {
+		return fmt.Errorf("%w: more than %d retired streams read at once, each heard from within %v (MaxRetiredStreams)",
+			ErrTooManyStreams, a.s.MaxRetiredStreams, retiredEvictQuiet)
+	}
+	r := &retiredReader{st: st}
+	r.last.Store(now.UnixNano())
+	a.readers[r] = struct{}{}
 	// end closes a.closed under idMu: this Add comes before closeWith's
 	// Wait, or not at all.
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		st.drain()
+		a.drain(r)
+		a.idMu.Lock()
+		delete(a.readers, r)
+		a.idMu.Unlock()
 	}()
+	return nil
+}
+
+// evictQuiet stops the reader of the retired stream quiet longest, if it
+// has been quiet for retiredEvictQuiet, and reports whether it did. idMu
+// is held.
+func (a *Association) evictQuiet(now time.Time) bool {
+	var oldest *retiredReader
+	for r := range a.readers {
+		if oldest == nil || r.last.Load() < oldest.last.Load() {
+			oldest = r
+		}
+	}
+	if oldest == nil || now.Sub(time.Unix(0, oldest.last.Load())) < retiredEvictQuiet {
+		return false
+	}
+	delete(a.readers, oldest)
+	oldest.evicted.Store(true) // before the interrupt: see drain
+	oldest.st.InterruptRead()
+	return true
+}
+
+// discard reads the next message of st, n bytes long, into the
+// association's scratch buffer, and drops it.
+func (a *Association) discard(st *Stream, n int) error {
+	a.scratchMu.Lock()
+	defer a.scratchMu.Unlock()
+	if len(a.scratch) < n {
+		a.scratch = make([]byte, max(n, int(a.s.MaxMessageSize)))
+	}
+	// The message is whole in pion's queue already: this returns at once.
+	_, _, err := st.ReadMessage(context.Background(), a.scratch[:n])
+	return err
 }
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
@@ -203,6 +280,7 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		onEnd:    onEnd,
 		server:   server,
 		ids:      make(map[uint16]bool),
+		readers:  make(map[*retiredReader]struct{}),
 	}
 	a.wg.Add(2)
 	go a.acceptLoop()

@@ -152,6 +152,37 @@ type Config struct {
 	// this also bounds the sessions it starts over the association's
 	// life. Applies to Dial's associations too.
 	MaxStreams int
+	// MaxRetiredStreams bounds the retired DDP streams of one association
+	// that are still read (DefaultMaxRetiredStreams; either end's
+	// sessions count). A stream is retired when its session, or the
+	// session request on it, ends; "A DDP Stream Identifier MUST NOT be
+	// reused for another DDP Stream Session while any Data Chunk from a
+	// prior session might be outstanding." (RFC 5043 §6.6), so a reader
+	// (a goroutine, pion's read-deadline timer and a buffer, about 8-10
+	// KiB) discards the late
+	// chunks of the ended session and answers a new Initiate there with a
+	// Terminate, until nothing has come on the stream for
+	// RetiredStreamTimeout. At the limit the reader of the stream quiet
+	// longest is stopped early if it has been quiet for 100 ms (a
+	// well-behaved peer's retired streams are quiet a round trip after
+	// their sessions end), so that such a peer may run sessions one
+	// after the other as fast as it likes; if every one was heard from
+	// within the last 100 ms, the peer keeps sending on streams whose
+	// sessions are over, and the association is closed
+	// (ErrTooManyStreams).
+	MaxRetiredStreams int
+	// RetiredStreamTimeout is how long a retired stream is read after the
+	// last message on it (2 * HeartbeatInterval if 0, which is 10 s by
+	// default, or DefaultRetiredStreamTimeout without heartbeats;
+	// negative: until the association ends, MaxRetiredStreams still
+	// applying). A live peer is heard at least every HeartbeatInterval,
+	// and a Data Chunk it sent before the session ended has been
+	// retransmitted several times over by then (every retransmission
+	// timeout, from 1 s, doubling), so none is outstanding any more
+	// (§6.6) unless the path drops them all. A chunk that comes after
+	// the reader has stopped is kept by pion/sctp unread, counted against
+	// the association's receive window (MaxReceiveBufferSize).
+	RetiredStreamTimeout time.Duration
 	// DeadPeerTimeout closes an association that has received nothing from
 	// its peer for this long (ErrPeerDead; DefaultDeadPeerTimeout;
 	// negative: never). An association that has sent nothing for
@@ -305,6 +336,7 @@ func (c *Config) settings() (*settings, error) {
 		{&s.MaxListenerSessions, DefaultMaxListenerSessions},
 		{&s.MaxPendingSessions, DefaultPendingSessions},
 		{&s.MaxStreams, DefaultMaxStreams},
+		{&s.MaxRetiredStreams, DefaultMaxRetiredStreams},
 	} {
 		if *f.v <= 0 {
 			*f.v = f.def // 0 (or less) takes the default
@@ -328,6 +360,15 @@ func (c *Config) settings() (*settings, error) {
 			s.HeartbeatInterval = s.DeadPeerTimeout / deadPeerHeartbeats
 		}
 		s.HeartbeatInterval = min(s.HeartbeatInterval, s.DeadPeerTimeout/2)
+	}
+	switch {
+	case s.RetiredStreamTimeout < 0:
+		s.RetiredStreamTimeout = 0 // read until the association ends
+	case s.RetiredStreamTimeout > 0:
+	case s.HeartbeatInterval > 0:
+		s.RetiredStreamTimeout = 2 * s.HeartbeatInterval
+	default:
+		s.RetiredStreamTimeout = DefaultRetiredStreamTimeout
 	}
 	return s, nil
 }

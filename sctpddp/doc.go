@@ -94,7 +94,9 @@
 // requests pending a decision (MaxSessions, MaxPeerSessions,
 // MaxListenerSessions, MaxPendingSessions), answering any more Initiates
 // with a Terminate (RFC 5043 §6.4); an association whose peer starts too
-// many SCTP streams is closed (MaxStreams), and one whose peer has sent
+// many SCTP streams is closed (MaxStreams), the streams of ended sessions
+// are read until quiet for RetiredStreamTimeout, at most
+// MaxRetiredStreams at once, and one whose peer has sent
 // nothing for DeadPeerTimeout is closed with ErrPeerDead, each end sending
 // a HEARTBEAT whenever it has sent nothing for HeartbeatInterval.
 // Association.Err says why an association ended; Config.Refused hears

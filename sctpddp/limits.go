@@ -51,6 +51,23 @@ const (
 	// about 1.3 KiB for each stream until the peer resets it, and a peer
 	// may use every one of the 65536 stream identifiers.
 	DefaultMaxStreams = 1024
+	// DefaultMaxRetiredStreams bounds the retired streams of one
+	// association that are still read (Config.MaxRetiredStreams): each
+	// costs a goroutine and its buffer, about 8-10 KiB.
+	DefaultMaxRetiredStreams = 64
+	// DefaultRetiredStreamTimeout is how long a retired stream is read
+	// after the last message on it when the association sends no
+	// heartbeats (Config.RetiredStreamTimeout); otherwise it is twice
+	// Config.HeartbeatInterval (10 s by default too).
+	DefaultRetiredStreamTimeout = 2 * DefaultDeadPeerTimeout / deadPeerHeartbeats
+	// retiredEvictQuiet is how long a retired stream must have been quiet
+	// for its reader to be stopped early to make room for another at
+	// Config.MaxRetiredStreams. A retired stream of a well-behaved peer is
+	// quiet once the chunks in flight when its session ended have come, a
+	// round trip at most, unless the path dropped one (its retransmission
+	// comes an RTO later, 1 s at least: only under this pressure is it
+	// given up).
+	retiredEvictQuiet = 100 * time.Millisecond
 	// DefaultDeadPeerTimeout is how long an association may hear nothing
 	// from its peer before it is closed with ErrPeerDead
 	// (Config.DeadPeerTimeout).
@@ -87,6 +104,11 @@ var (
 	ErrTooManyPendingSessions = errors.New("sctpddp: too many DDP Stream Session requests pending a decision")
 	// ErrTooManyStreams: the peer started more than Config.MaxStreams
 	// SCTP streams on the association, which is closed.
+	// It is also why an association ends whose retired streams (those
+	// whose session or request has ended) still read exceed
+	// Config.MaxRetiredStreams while every one of them has been heard from
+	// within the last 100 ms: the peer keeps sending on streams whose
+	// sessions are over.
 	ErrTooManyStreams = errors.New("sctpddp: the peer started too many SCTP streams")
 	// ErrAcceptTimeout: an association waited Config.AcceptTimeout for
 	// Listener.Accept, or a session request for SessionAcceptor.Accept.

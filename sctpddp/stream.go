@@ -145,38 +145,72 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, e
 	return n, ppid, nil
 }
 
-// drain reads the stream after its session has ended, until the
-// association ends: chunks of that session still arriving are discarded,
-// and an Initiate, which would start another session on the stream, is
-// answered with a DDP Stream Session Terminate. "A DDP Stream Identifier
-// MUST NOT be reused for another DDP Stream Session while any Data Chunk
-// from a prior session might be outstanding." (RFC 5043 §6.6) Refusing
-// the request is not the ULP's decision, so the answer is §6.4's: "the
-// passive side MUST respond to the Initiate message with a DDP Stream
-// Terminate Message". Nothing else is answered, so that two retired ends
-// never answer each other.
-func (s *Stream) drain() {
-	// Undo the InterruptRead that ended the session's reads.
-	_ = s.s.SetReadDeadline(time.Time{})
+// drain reads the retired stream r.st after its session has ended, until
+// nothing has come on it for Config.RetiredStreamTimeout, another retired
+// stream needs its room (Association.retire) or the association ends:
+// chunks of that session still arriving are discarded, and an Initiate,
+// which would start another session on the stream, is answered with a
+// DDP Stream Session Terminate. "A DDP Stream Identifier MUST NOT be
+// reused for another DDP Stream Session while any Data Chunk from a prior
+// session might be outstanding." (RFC 5043 §6.6) Refusing the request is
+// not the ULP's decision, so the answer is §6.4's: "the passive side MUST
+// respond to the Initiate message with a DDP Stream Terminate Message".
+// Nothing else is answered, so that two retired ends never answer each
+// other. A message too long for any Initiate is read into the
+// association's scratch buffer, not one of its own.
+func (a *Association) drain(r *retiredReader) {
+	s := r.st
+	quiet := a.s.RetiredStreamTimeout
+	// arm sets the read deadline to the end of the quiet period (which
+	// also undoes the InterruptRead that ended the session's reads), and
+	// reports whether the reader may go on. The deadline is set before
+	// evicted is checked, and evictQuiet sets evicted before it
+	// interrupts the read: an eviction is never overwritten unseen.
+	arm := func() bool {
+		deadline := time.Time{}
+		if quiet > 0 {
+			deadline = time.Unix(0, r.last.Load()).Add(quiet)
+		}
+		_ = s.s.SetReadDeadline(deadline)
+		return !r.evicted.Load()
+	}
+	// pion runs a goroutine for each read deadline until it strikes:
+	// cancel it when the reader stops.
+	defer func() { _ = s.s.SetReadDeadline(time.Time{}) }()
+	if !arm() {
+		return
+	}
 	buf := make([]byte, wire.MaxSessionControlLen) // any legal Initiate
 	for {
 		n, ppid, err := s.ReadMessage(context.Background(), buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The stream has been quiet for the quiet period, or
+			// evictQuiet stopped the reader, or the InterruptRead's
+			// deadline struck after it was undone.
+			if r.evicted.Load() || quiet > 0 && time.Since(time.Unix(0, r.last.Load())) >= quiet {
+				return
+			}
+			if !arm() {
+				return
+			}
+			continue
+		}
+		r.last.Store(time.Now().UnixNano())
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
 			// Longer than any Initiate: read it to discard it.
-			_, _, err = s.ReadMessage(context.Background(), make([]byte, n))
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			// The InterruptRead's deadline struck after it was undone.
-			_ = s.s.SetReadDeadline(time.Time{})
-			continue
+			err = a.discard(s, n)
 		case err == nil && ppid == wire.PPIDSessionControl:
 			m, _, perr := wire.ParseSessionControl(buf[:n])
 			if perr == nil && (m.Function == wire.FunctionInitiate || m.Function == wire.FunctionEnhancedInitiate) {
 				terminateStream(s)
 			}
 		}
-		if err != nil && !errors.Is(err, wire.ErrUnexpectedPPID) && !errors.Is(err, wire.ErrSegmentTooLarge) {
+		if err != nil && !errors.Is(err, wire.ErrUnexpectedPPID) && !errors.Is(err, wire.ErrSegmentTooLarge) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return // the association has ended
+		}
+		if !arm() {
+			return
 		}
 	}
 }
