@@ -34,20 +34,19 @@ type SessionAcceptor struct {
 	wg      sync.WaitGroup
 }
 
-// Sessions starts accepting DDP Stream Sessions on the association, with
-// at most pending requests waiting for a decision (Config.MaxPendingSessions,
-// DefaultPendingSessions, if 0): "There MUST be a finite limit on the
-// number of such requests that are pending a ULP decision. When more
-// session requests are received, the passive side MUST respond to the
-// Initiate message with a DDP Stream Terminate Message." (RFC 5043 §6.4).
-// A request counts as pending from the arrival of its stream until
-// Accept returns it; one that Accept does not return within
-// Config.AcceptTimeout is answered with a Terminate. The association holds
-// at most Config.MaxSessions sessions (and a Listener's associations
-// Config.MaxPeerSessions per peer IP address and Config.MaxListenerSessions
-// in all), counted from the request until the Session closes or the
-// request is rejected; more are refused the same way. Call it once per
-// association.
+// Sessions starts accepting DDP Stream Sessions on the association, with at
+// most pending requests waiting for a decision (Config.MaxPendingSessions,
+// DefaultPendingSessions, if 0): "There MUST be a finite limit on the number
+// of such requests that are pending a ULP decision. When more session requests
+// are received, the passive side MUST respond to the Initiate message with a
+// DDP Stream Terminate Message." (RFC 5043 §6.4). A request counts as pending
+// from the arrival of its stream until Accept returns it; one that Accept does
+// not return within Config.AcceptTimeout is answered with a Terminate. The
+// association holds at most Config.MaxSessions sessions (and a Listener's
+// associations Config.MaxPeerSessions per peer (IPv4 address or IPv6 /64) and
+// Config.MaxListenerSessions in all), counted from the request until the
+// Session closes or the request is rejected; more are refused the same way.
+// Call it once per association.
 func (a *Association) Sessions(pending int) *SessionAcceptor {
 	if pending <= 0 {
 		pending = a.s.MaxPendingSessions

@@ -106,9 +106,10 @@ type Config struct {
 	// docs/security.md). A limit of 0 takes its default.
 	//
 	// MaxHandshakes bounds the DTLS handshakes a Listener runs at once
-	// (DefaultMaxHandshakes), MaxHandshakesPerPeer those of one peer IP
-	// address (DefaultMaxHandshakesPerPeer). A handshake is counted from
-	// the first datagram of a new address that is a DTLS ClientHello
+	// (DefaultMaxHandshakes), MaxHandshakesPerPeer those of one peer, an
+	// IPv4 address or an IPv6 /64 (DefaultMaxHandshakesPerPeer). A
+	// handshake is counted from the first datagram of a new address that
+	// is a DTLS ClientHello
 	// (anything else from an unknown address is dropped and costs nothing)
 	// until it ends. When a limit is reached, the oldest handshake whose
 	// peer has not answered the HelloVerifyRequest (the DTLS cookie
@@ -117,11 +118,11 @@ type Config struct {
 	MaxHandshakes        int
 	MaxHandshakesPerPeer int
 	// MaxAssociations bounds a Listener's associations
-	// (DefaultMaxAssociations), MaxAssociationsPerPeer those of one peer
-	// IP address (DefaultMaxAssociationsPerPeer), from the end of the DTLS
-	// handshake until the association ends. A peer beyond them is refused
-	// (ErrTooManyAssociations): its DTLS connection is closed before the
-	// SCTP handshake.
+	// (DefaultMaxAssociations), MaxAssociationsPerPeer those of one peer, an
+	// IPv4 address or an IPv6 /64 (DefaultMaxAssociationsPerPeer), from the
+	// end of the DTLS handshake until the association ends. A peer beyond them
+	// is refused (ErrTooManyAssociations): its DTLS connection is closed
+	// before the SCTP handshake.
 	MaxAssociations        int
 	MaxAssociationsPerPeer int
 	// AcceptTimeout is how long an association waits for Listener.Accept,
@@ -129,13 +130,13 @@ type Config struct {
 	// it is closed or answered with a Terminate (ErrAcceptTimeout;
 	// DefaultAcceptTimeout).
 	AcceptTimeout time.Duration
-	// MaxSessions bounds the DDP Stream Sessions a SessionAcceptor holds
-	// on one association (DefaultMaxSessions): requests waiting for or
-	// under the ULP's decision, and sessions accepted and not yet closed.
-	// MaxPeerSessions bounds them over a Listener's associations of one
-	// peer IP address (DefaultMaxPeerSessions), MaxListenerSessions over
-	// all of them (DefaultMaxListenerSessions). An Initiate beyond a limit
-	// is answered with a DDP Stream Session Terminate
+	// MaxSessions bounds the DDP Stream Sessions a SessionAcceptor holds on
+	// one association (DefaultMaxSessions): requests waiting for or under the
+	// ULP's decision, and sessions accepted and not yet closed.
+	// MaxPeerSessions bounds them over a Listener's associations of one peer
+	// (IPv4 address or IPv6 /64) (DefaultMaxPeerSessions), MaxListenerSessions
+	// over all of them (DefaultMaxListenerSessions). An Initiate beyond a
+	// limit is answered with a DDP Stream Session Terminate
 	// (ErrTooManySessions). MaxPendingSessions is the limit on requests
 	// pending a decision that Association.Sessions(0) uses
 	// (DefaultPendingSessions).

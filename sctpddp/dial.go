@@ -133,17 +133,16 @@ func (s *settings) checkPeer(conn *dtls.Conn) error {
 	return s.verifyPinned(st.PeerCertificates)
 }
 
-// Listener accepts DTLS/SCTP associations on one UDP socket. Handshakes
-// run concurrently in the background, each bounded by
-// Config.HandshakeTimeout; a peer that fails authentication is dropped and
-// never returned by Accept.
+// Listener accepts DTLS/SCTP associations on one UDP socket. Handshakes run
+// concurrently in the background, each bounded by Config.HandshakeTimeout; a
+// peer that fails authentication is dropped and never returned by Accept.
 //
 // What peers can make a Listener hold is bounded (see Config and
-// docs/security.md): DTLS handshakes at once, in all and per peer IP
-// address, with no state for a datagram from an unknown address that is
-// not a ClientHello and room made by evicting handshakes whose peer has
-// not answered the cookie exchange (udpMux); associations, in all and per
-// peer IP address, until they end; the time an association waits for
+// docs/security.md): DTLS handshakes at once, in all and per peer IP address,
+// with no state for a datagram from an unknown address that is not a
+// ClientHello and room made by evicting handshakes whose peer has not answered
+// the cookie exchange (udpMux); associations, in all and per peer (IPv4
+// address or IPv6 /64), until they end; the time an association waits for
 // Accept.
 type Listener struct {
 	s        *settings
@@ -226,7 +225,7 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = conn.Close()
 		return
 	}
-	ip := c.raddr.Addr()
+	ip := handshakePeer(c.raddr.Addr().Unmap())
 	if err := l.peers.take(ip); err != nil {
 		l.s.refused(c.RemoteAddr(), err)
 		refuse(ctx, conn)

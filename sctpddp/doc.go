@@ -87,8 +87,9 @@
 // handshakes in progress in all and per peer, evicting those whose peer
 // has not answered the cookie exchange (which a spoofed source cannot) to
 // make room (Config.MaxHandshakes, MaxHandshakesPerPeer); it caps
-// associations per peer IP address and in all (MaxAssociations,
-// MaxAssociationsPerPeer, ErrTooManyAssociations) and the time they wait
+// associations per peer (an IPv4 address or an IPv6 /64, as everywhere
+// here) and in all (MaxAssociations, MaxAssociationsPerPeer,
+// ErrTooManyAssociations) and the time they wait
 // for Accept (AcceptTimeout); a SessionAcceptor caps the DDP Stream
 // Sessions it holds per association, per peer and per Listener and the
 // requests pending a decision (MaxSessions, MaxPeerSessions,

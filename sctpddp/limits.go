@@ -21,14 +21,14 @@ const (
 	// once, from the first ClientHello of a new address until the
 	// handshake ends (Config.MaxHandshakes).
 	DefaultMaxHandshakes = 64
-	// DefaultMaxHandshakesPerPeer bounds them per peer IP address
-	// (Config.MaxHandshakesPerPeer).
+	// DefaultMaxHandshakesPerPeer bounds them per peer (IPv4 address or IPv6
+	// /64) (Config.MaxHandshakesPerPeer).
 	DefaultMaxHandshakesPerPeer = 8
 	// DefaultMaxAssociations bounds a Listener's associations, from the
 	// end of their DTLS handshake until they end (Config.MaxAssociations).
 	DefaultMaxAssociations = 128
-	// DefaultMaxAssociationsPerPeer bounds them per peer IP address
-	// (Config.MaxAssociationsPerPeer).
+	// DefaultMaxAssociationsPerPeer bounds them per peer (IPv4 address or IPv6
+	// /64) (Config.MaxAssociationsPerPeer).
 	DefaultMaxAssociationsPerPeer = 16
 	// DefaultAcceptTimeout is how long an association waits for
 	// Listener.Accept, and a DDP Stream Session request for
@@ -39,11 +39,11 @@ const (
 	// decision and sessions accepted and not yet closed
 	// (Config.MaxSessions).
 	DefaultMaxSessions = 16
-	// DefaultMaxPeerSessions and DefaultMaxListenerSessions bound them
-	// over all the associations of a Listener, per peer IP address and in
-	// all (Config.MaxPeerSessions, Config.MaxListenerSessions). A session
-	// costs its queue pair's memory: about 1.5 MiB today, most of it the
-	// DDP reassembly window of 32768 segments (ddp.Stream.SetWindow).
+	// DefaultMaxPeerSessions and DefaultMaxListenerSessions bound them over
+	// all the associations of a Listener, per peer (IPv4 address or IPv6 /64)
+	// and in all (Config.MaxPeerSessions, Config.MaxListenerSessions). A
+	// session costs its queue pair's memory: about 1.5 MiB today, most of it
+	// the DDP reassembly window of 32768 segments (ddp.Stream.SetWindow).
 	DefaultMaxPeerSessions     = 64
 	DefaultMaxListenerSessions = 256
 	// DefaultMaxStreams bounds the SCTP streams a peer starts on one
@@ -132,18 +132,16 @@ func closedBy(cause error) error {
 	return &endError{cause}
 }
 
-// peerIP returns the IP address a per-peer limit counts, IPv4-mapped IPv6
-// addresses as IPv4.
+// peerIP returns the peer a per-peer limit counts: an IPv4 address
+// (IPv4-mapped IPv6 addresses as IPv4), or an IPv6 address's /64.
 func peerIP(a net.Addr) netip.Addr {
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap()
+	var ip netip.Addr
+	if ua, ok := a.(*net.UDPAddr); ok {
+		ip, _ = netip.AddrFromSlice(ua.IP)
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr()
 	}
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{}
+	return handshakePeer(ip.Unmap())
 }
 
 // peerCounter counts what peers hold, per IP address and in all, under

@@ -197,9 +197,9 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 	return c
 }
 
-// handshakePeer is what the handshake limits count as one peer: an IPv4
-// address, or an IPv6 address's /64 prefix (one host may hold a whole
-// /64).
+// handshakePeer is what the per-peer limits (handshakes, associations,
+// sessions) count as one peer: an IPv4 address, or an IPv6 address's /64
+// prefix (one host may hold a whole /64).
 func handshakePeer(ip netip.Addr) netip.Addr {
 	if ip.Is4() {
 		return ip
