@@ -105,11 +105,14 @@ func TestTooManyBusyRetiredStreams(t *testing.T) {
 }
 
 // A healthy association that runs 200 sessions one after the other stays
-// open, with the default limits, and holds no more than
-// MaxRetiredStreams readers on either end.
+// open, with the default MaxRetiredStreams, and holds no more than that
+// many readers on either end. The quiet period is shortened to half a
+// second so that a read-deadline timer pion may still run for a stream
+// when the association closes ends within checkGoroutines' wait.
 func TestManySequentialSessions(t *testing.T) {
 	checkGoroutines(t)
 	srv, cli := pinnedConfigs(t)
+	srv.RetiredStreamTimeout, cli.RetiredStreamTimeout = 500*time.Millisecond, 500*time.Millisecond
 	server, client := connect(t, srv, cli)
 	sa := server.Sessions(0)
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
