@@ -24,7 +24,9 @@ import (
 func TestMULPDUFollowsEMSS(t *testing.T) {
 	noLeaks(t)
 	rec := &traceRecorder{}
-	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+	// Room for the 128 Writes beside what the startup may still hold
+	// (the RTR indication).
+	a, b := newPeer(t, rdmap.QPConfig{SendDepth: 256}), newPeer(t, rdmap.QPConfig{})
 	ac, bc := connectPair(t, Config{}, Config{Trace: rec.trace}, a, b)
 	defer bc.Close()
 	defer ac.Close()
