@@ -128,7 +128,9 @@ func (c *capture) writePcap(path string) error {
 			continue
 		}
 		evs = append(evs, ev{t: cc.chunks[0].t.Add(-time.Microsecond), conn: i})
+		first := map[bool]int{} // the index in evs of each direction's startup frame
 		for _, dir := range []bool{true, false} {
+			first[dir] = len(evs)
 			var buf []byte
 			var times []time.Time // the time each octet of buf arrived, per chunk end
 			var ends []int
@@ -146,6 +148,13 @@ func (c *capture) writePcap(path string) error {
 				k := sort.SearchInts(ends, pos)
 				evs = append(evs, ev{t: times[min(k, len(times)-1)], conn: i, kind: 1, fromClient: dir, b: u})
 			}
+		}
+		// The trace records what is sent once Write returns, so the
+		// Reply read may be recorded before the Request that caused it;
+		// a dissector needs the Request first.
+		if req, rep := first[true], first[false]; req < len(evs) && rep < len(evs) && evs[req].fromClient && !evs[rep].fromClient &&
+			!evs[req].t.Before(evs[rep].t) {
+			evs[req].t = evs[rep].t.Add(-time.Microsecond / 2)
 		}
 		last := cc.chunks[len(cc.chunks)-1].t
 		evs = append(evs, ev{t: last.Add(time.Microsecond), conn: i, kind: 2})
