@@ -142,15 +142,12 @@ func (a *Association) claimNew() (uint16, error) {
 // retransmission, and the reader stops: so the readers of a well-behaved
 // peer that runs sessions one after the other do not pile up. At most
 // Config.MaxRetiredStreams are read at once; beyond, the reader of the
-// stream quiet longest stops early if quiet for retiredEvictQuiet, or else
-// the association ends (ErrTooManyStreams): a peer that keeps sending on
-// streams whose sessions are over holds a goroutine for each.
-func (a *Association) retire(st *Stream) {
-	if why := a.startReader(st); why != nil && !a.isClosed() {
-		a.s.refused(a.RemoteAddr(), why)
-		_ = a.end(why)
-	}
-}
+// stream quiet longest stops early to make room. What a peer still sends
+// on a stream no reader reads stays in pion's receive buffer, which
+// counts against that association's receive window only: a peer that
+// keeps sending on streams whose sessions are over slows itself, and
+// holds no goroutine beyond the cap.
+func (a *Association) retire(st *Stream) { a.startReader(st) }
 
 // retiredReader is the reader of one retired stream.
 type retiredReader struct {
@@ -159,17 +156,16 @@ type retiredReader struct {
 	evicted atomic.Bool  // stop at once: another retired stream needs the room
 }
 
-func (a *Association) startReader(st *Stream) error {
+func (a *Association) startReader(st *Stream) {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
 	a.ids[st.ID()] = true
 	if a.isClosed() {
-		return nil
+		return
 	}
 	now := time.Now()
-	if len(a.readers) >= a.s.MaxRetiredStreams && !a.evictQuiet(now) {
-		return fmt.Errorf("%w: more than %d retired streams read at once, each heard from within %v (MaxRetiredStreams)",
-			ErrTooManyStreams, a.s.MaxRetiredStreams, retiredEvictQuiet)
+	if len(a.readers) >= a.s.MaxRetiredStreams {
+		a.evictQuietest()
 	}
 	r := &retiredReader{st: st}
 	r.last.Store(now.UnixNano())
@@ -184,26 +180,23 @@ func (a *Association) startReader(st *Stream) error {
 		delete(a.readers, r)
 		a.idMu.Unlock()
 	}()
-	return nil
 }
 
-// evictQuiet stops the reader of the retired stream quiet longest, if it
-// has been quiet for retiredEvictQuiet, and reports whether it did. idMu
-// is held.
-func (a *Association) evictQuiet(now time.Time) bool {
+// evictQuietest stops the reader of the retired stream quiet longest.
+// idMu is held.
+func (a *Association) evictQuietest() {
 	var oldest *retiredReader
 	for r := range a.readers {
 		if oldest == nil || r.last.Load() < oldest.last.Load() {
 			oldest = r
 		}
 	}
-	if oldest == nil || now.Sub(time.Unix(0, oldest.last.Load())) < retiredEvictQuiet {
-		return false
+	if oldest == nil {
+		return
 	}
 	delete(a.readers, oldest)
 	oldest.evicted.Store(true) // before the interrupt: see drain
 	oldest.st.InterruptRead()
-	return true
 }
 
 // discard reads the next message of st, n bytes long, into the

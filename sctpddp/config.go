@@ -164,13 +164,10 @@ type Config struct {
 	// chunks of the ended session and answers a new Initiate there with a
 	// Terminate, until nothing has come on the stream for
 	// RetiredStreamTimeout. At the limit the reader of the stream quiet
-	// longest is stopped early if it has been quiet for 100 ms (a
-	// well-behaved peer's retired streams are quiet a round trip after
-	// their sessions end), so that such a peer may run sessions one
-	// after the other as fast as it likes; if every one was heard from
-	// within the last 100 ms, the peer keeps sending on streams whose
-	// sessions are over, and the association is closed
-	// (ErrTooManyStreams).
+	// longest stops early, so that a peer may run sessions one after the
+	// other as fast as it likes; what a peer still sends on a stream
+	// nobody reads stays in pion's receive buffer and counts against that
+	// association's receive window only.
 	MaxRetiredStreams int
 	// RetiredStreamTimeout is how long a retired stream is read after the
 	// last message on it (2 * HeartbeatInterval if 0, which is 10 s by

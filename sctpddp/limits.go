@@ -60,14 +60,6 @@ const (
 	// heartbeats (Config.RetiredStreamTimeout); otherwise it is twice
 	// Config.HeartbeatInterval (10 s by default too).
 	DefaultRetiredStreamTimeout = 2 * DefaultDeadPeerTimeout / deadPeerHeartbeats
-	// retiredEvictQuiet is how long a retired stream must have been quiet
-	// for its reader to be stopped early to make room for another at
-	// Config.MaxRetiredStreams. A retired stream of a well-behaved peer is
-	// quiet once the chunks in flight when its session ended have come, a
-	// round trip at most, unless the path dropped one (its retransmission
-	// comes an RTO later, 1 s at least: only under this pressure is it
-	// given up).
-	retiredEvictQuiet = 100 * time.Millisecond
 	// DefaultDeadPeerTimeout is how long an association may hear nothing
 	// from its peer before it is closed with ErrPeerDead
 	// (Config.DeadPeerTimeout).
