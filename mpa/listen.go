@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 )
 
 // The defaults of a Listener's limits (Config): they hold on a small
@@ -152,7 +153,7 @@ func (l *Listener) loop() {
 			continue
 		}
 		pause = 0
-		peer := peerAddr(nc.RemoteAddr())
+		peer := netpeer.OfAddr(nc.RemoteAddr())
 		if !l.addPeer(peer) {
 			<-l.startups
 			l.refused(nc.RemoteAddr(), ErrPeerLimit)
@@ -195,25 +196,6 @@ func (l *Listener) expire(r *Request) {
 		r.reject(nil, 0, 0)
 		r.nc.Close()
 	})
-}
-
-// peerAddr is the peer connections are counted by (MaxPerPeer): an IPv4
-// address, or an IPv6 address's /64 prefix, as sctpddp counts DTLS
-// handshakes.
-func peerAddr(a net.Addr) netip.Addr {
-	var ip netip.Addr
-	if ta, ok := a.(*net.TCPAddr); ok {
-		ip, _ = netip.AddrFromSlice(ta.IP)
-	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		ip = ap.Addr()
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		// One host may hold a whole /64: it counts as one peer.
-		p, _ := ip.Prefix(64)
-		return p.Addr()
-	}
-	return ip
 }
 
 func (l *Listener) addPeer(p netip.Addr) bool {

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 )
 
 // DefaultPendingSessions is how many session requests may wait for the
@@ -149,7 +151,7 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 		sa.refuse(st, fmt.Errorf("%w (%d on the association)", ErrTooManySessions, sa.maxHeld))
 		return
 	}
-	ip := peerIP(sa.a.RemoteAddr())
+	ip := netpeer.OfAddr(sa.a.RemoteAddr())
 	if c := sa.a.sessions; c != nil {
 		if err := c.take(ip); err != nil {
 			sa.mu.Unlock()

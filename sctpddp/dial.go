@@ -14,6 +14,8 @@ import (
 
 	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
+
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 )
 
 // listenConfig returns a net.ListenConfig that sizes the UDP socket's
@@ -225,7 +227,7 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = conn.Close()
 		return
 	}
-	ip := handshakePeer(c.raddr.Addr().Unmap())
+	ip := netpeer.Of(c.raddr.Addr())
 	if err := l.peers.take(ip); err != nil {
 		l.s.refused(c.RemoteAddr(), err)
 		refuse(ctx, conn)

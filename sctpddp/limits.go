@@ -124,18 +124,6 @@ func closedBy(cause error) error {
 	return &endError{cause}
 }
 
-// peerIP returns the peer a per-peer limit counts: an IPv4 address
-// (IPv4-mapped IPv6 addresses as IPv4), or an IPv6 address's /64.
-func peerIP(a net.Addr) netip.Addr {
-	var ip netip.Addr
-	if ua, ok := a.(*net.UDPAddr); ok {
-		ip, _ = netip.AddrFromSlice(ua.IP)
-	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		ip = ap.Addr()
-	}
-	return handshakePeer(ip.Unmap())
-}
-
 // peerCounter counts what peers hold, per IP address and in all, under
 // two limits; what refuses is err.
 type peerCounter struct {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/pion/transport/v5/deadline"
+
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 )
 
 // A Listener's UDP socket is demultiplexed per remote address by a udpMux,
@@ -53,7 +55,7 @@ type udpMux struct {
 
 	mu          sync.Mutex
 	conns       map[netip.AddrPort]*muxConn
-	perPeer     map[netip.Addr]int // handshaking conns per peer (handshakePeer)
+	perPeer     map[netip.Addr]int // handshaking conns per peer (netpeer.Of)
 	freshPeer   map[netip.Addr]int // those without progress
 	handshaking int
 	evicted     int     // conns evicted whose pion connection has not closed yet
@@ -157,7 +159,7 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		m.notHello.Add(1)
 		return nil
 	}
-	peer := handshakePeer(raddr.Addr())
+	peer := netpeer.Of(raddr.Addr())
 	if m.perPeer[peer] >= m.maxPerPeer && !m.evict(peer, true) {
 		m.dropped.Add(1)
 		return nil
@@ -195,17 +197,6 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 	m.created.Add(1)
 	m.onNew(c)
 	return c
-}
-
-// handshakePeer is what the per-peer limits (handshakes, associations,
-// sessions) count as one peer: an IPv4 address, or an IPv6 address's /64
-// prefix (one host may hold a whole /64).
-func handshakePeer(ip netip.Addr) netip.Addr {
-	if ip.Is4() {
-		return ip
-	}
-	p, _ := ip.Prefix(64)
-	return p.Addr()
 }
 
 // evict closes a handshake without progress and reports whether there was
@@ -350,7 +341,7 @@ const (
 type muxConn struct {
 	m     *udpMux
 	raddr netip.AddrPort
-	peer  netip.Addr // handshakePeer
+	peer  netip.Addr // netpeer.Of
 	addr  *net.UDPAddr
 
 	// Guarded by m.mu.
