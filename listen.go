@@ -249,14 +249,6 @@ func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
 	return nil
 }
 
-// sctpAcceptTimeout is how long a session request waits for Accept.
-func (l *Listener) sctpAcceptTimeout() time.Duration {
-	if d := l.cfg.SCTP.AcceptTimeout; d > 0 {
-		return d
-	}
-	return sctpddp.DefaultAcceptTimeout
-}
-
 // assocRef counts the holders of an accepted association: the Listener
 // while it takes session requests on it, and each connection accepted on
 // it. The last to let go closes it.
@@ -298,11 +290,8 @@ func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association)
 		if err != nil {
 			return
 		}
-		// The request waited in the SessionAcceptor up to now; it may wait
-		// for the application as long again (sctpddp.SessionRequest
-		// tells not when it came).
 		r := &Request{l: l, transport: "sctp", remote: a.RemoteAddr(), peerData: sr.PrivateData, enhanced: sr.Enhanced,
-			deadline: time.Now().Add(l.sctpAcceptTimeout())}
+			deadline: sr.Deadline()}
 		r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
 			if !ref.hold() {
 				return nil, fmt.Errorf("iwarp: accept: %w", sctpddp.ErrClosed)

@@ -161,6 +161,7 @@ func (sa *SessionAcceptor) initiate(st *Stream) {
 	}
 	sa.held++
 	r.release = sa.releaseOnce(ip, st)
+	r.deadline = time.Now().Add(sa.a.s.AcceptTimeout)
 	r.expire = time.AfterFunc(sa.a.s.AcceptTimeout, func() { sa.expire(r) })
 	sa.queue = append(sa.queue, r)
 	queued = true

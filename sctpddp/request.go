@@ -23,10 +23,16 @@ type SessionRequest struct {
 	PrivateData []byte             // the initiator's Private Data
 	Enhanced    *wire.EnhancedData // the initiator's IRD/ORD (RFC 6581), if any
 
-	once    sync.Once
-	release func()      // gives back the SessionAcceptor's slot; nil if none
-	expire  *time.Timer // refuses the request if Accept does not take it
+	once     sync.Once
+	release  func()      // gives back the SessionAcceptor's slot; nil if none
+	expire   *time.Timer // refuses the request if Accept does not take it
+	deadline time.Time   // when expire strikes
 }
+
+// Deadline returns when the SessionAcceptor refuses the request if
+// Accept has not taken it (Config.AcceptTimeout after it came): a caller
+// that holds it for its own application should not hold it longer.
+func (r *SessionRequest) Deadline() time.Time { return r.deadline }
 
 // giveBack releases the request's slot in its SessionAcceptor.
 func (r *SessionRequest) giveBack() {
