@@ -39,9 +39,11 @@ var ErrNoStreamID = errors.New("sctpddp: every DDP stream id of this end has car
 // pairing the inbound and outbound SCTP streams with the same SCTP Stream
 // Identifier."); OpenStream and AcceptStream return them.
 //
-// An association ends when it is closed, when the peer ends it, or when
+// An association ends when it is closed, when the peer ends it, when
 // nothing has come from the peer for Config.DeadPeerTimeout (a quiet peer
-// is sent heartbeats first); Done is closed then and Err says why.
+// is sent heartbeats first), or Config.LingerTimeout after the last of
+// the DDP Stream Sessions it carried has ended (RFC 5040 §7); Done is
+// closed then and Err says why.
 //
 // Its methods are safe for concurrent use.
 type Association struct {
@@ -57,6 +59,7 @@ type Association struct {
 	why      error // why it ended: set before closed is closed
 	closeErr error
 	local    atomic.Bool    // Shutdown was called
+	lingered atomic.Bool    // shut down by lingerEnd: every session had ended
 	onEnd    func()         // called once when it ends (a Listener's count)
 	sessions *peerCounter   // a Listener's count of sessions; nil if dialed
 	wg       sync.WaitGroup // acceptLoop, monitor, the retired streams' readers
@@ -75,6 +78,14 @@ type Association struct {
 	// readers holds the retired streams still read (Config.MaxRetiredStreams);
 	// guarded by idMu.
 	readers map[*retiredReader]struct{}
+	// inUse counts the DDP streams in ids not yet retired; when it
+	// falls to zero, linger shuts the association down after
+	// Config.LingerTimeout unless a claim (which bumps lingerGen) comes
+	// first, and ending is set once it does (linger.go). Guarded by idMu.
+	inUse     int
+	linger    *time.Timer
+	lingerGen uint64
+	ending    bool
 
 	scratchMu sync.Mutex
 	scratch   []byte // what retired streams' readers discard messages into
@@ -86,10 +97,14 @@ type Association struct {
 func (a *Association) claim(id uint16) error {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
+	if a.ending {
+		return closedBy(ErrSessionsEnded)
+	}
 	if _, used := a.ids[id]; used {
 		return fmt.Errorf("%w: stream %d", ErrStreamInUse, id)
 	}
 	a.ids[id] = false
+	a.claimed()
 	return nil
 }
 
@@ -111,6 +126,9 @@ const maxStreamID = 0xfffe
 func (a *Association) claimNew() (uint16, error) {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
+	if a.ending {
+		return 0, closedBy(ErrSessionsEnded)
+	}
 	if a.nextID == 0 {
 		a.nextID = 1
 		if a.server {
@@ -123,6 +141,7 @@ func (a *Association) claimNew() (uint16, error) {
 			continue
 		}
 		a.ids[id] = false
+		a.claimed()
 		a.nextID += 2
 		return id, nil
 	}
@@ -159,6 +178,9 @@ type retiredReader struct {
 func (a *Association) startReader(st *Stream) {
 	a.idMu.Lock()
 	defer a.idMu.Unlock()
+	if retired, ok := a.ids[st.ID()]; ok && !retired {
+		a.released()
+	}
 	a.ids[st.ID()] = true
 	if a.isClosed() {
 		return
@@ -369,14 +391,15 @@ func (a *Association) PeerCertificate() *x509.Certificate {
 // Done is closed when the association ends: Close or Shutdown was called,
 // the peer ended it, its peer was found dead (Config.DeadPeerTimeout), or
 // a Listener closed it because the application did not accept it in time
-// (Config.AcceptTimeout), or the peer started too many streams
-// (Config.MaxStreams). Err then says why.
+// (Config.AcceptTimeout), the peer started too many streams
+// (Config.MaxStreams), or its sessions had all ended
+// (Config.LingerTimeout). Err then says why.
 func (a *Association) Done() <-chan struct{} { return a.closed }
 
 // Err returns nil while the association is open, and then why it ended:
 // ErrClosed if it was closed here (Close, Shutdown), otherwise an error
 // that is ErrClosed and wraps the cause (errors.Is): ErrPeerClosed,
-// ErrPeerDead, ErrAcceptTimeout or ErrTooManyStreams. Reads and writes on
+// ErrPeerDead, ErrAcceptTimeout, ErrTooManyStreams or ErrSessionsEnded. Reads and writes on
 // its streams that fail because it ended return the same error.
 func (a *Association) Err() error {
 	select {
@@ -419,6 +442,7 @@ func (a *Association) end(why error) error {
 		a.why = why
 		a.idMu.Lock() // see retire
 		close(a.closed)
+		a.stopLinger()
 		a.idMu.Unlock()
 		err := a.sctp.Close()
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {

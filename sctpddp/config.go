@@ -193,6 +193,16 @@ type Config struct {
 	// one below the other's DeadPeerTimeout.
 	DeadPeerTimeout   time.Duration
 	HeartbeatInterval time.Duration
+	// LingerTimeout is how long an association whose DDP Stream
+	// Sessions have all ended (each closed, or ended by an error and then
+	// closed) waits for another session before this end shuts it down
+	// (ErrSessionsEnded; DefaultLingerTimeout): "For a specific LLP
+	// connection, when all Streams are either gracefully torn down or are
+	// labeled as erroneous Streams, the LLP connection MUST be torn down."
+	// (RFC 5040 §7) An association that has carried no session yet is
+	// its owner's to close. Negative: never, which departs from the RFC,
+	// for a program that keeps an association for sessions to come.
+	LingerTimeout time.Duration
 	// Refused, if set, hears of each association or DDP Stream Session
 	// refused or closed by these limits and why: ErrTooManyAssociations,
 	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout,
@@ -342,6 +352,9 @@ func (c *Config) settings() (*settings, error) {
 	}
 	if s.AcceptTimeout <= 0 {
 		s.AcceptTimeout = DefaultAcceptTimeout
+	}
+	if s.LingerTimeout == 0 {
+		s.LingerTimeout = DefaultLingerTimeout
 	}
 	if s.DeadPeerTimeout == 0 {
 		s.DeadPeerTimeout = DefaultDeadPeerTimeout

@@ -96,11 +96,6 @@ var (
 	ErrTooManyPendingSessions = errors.New("sctpddp: too many DDP Stream Session requests pending a decision")
 	// ErrTooManyStreams: the peer started more than Config.MaxStreams
 	// SCTP streams on the association, which is closed.
-	// It is also why an association ends whose retired streams (those
-	// whose session or request has ended) still read exceed
-	// Config.MaxRetiredStreams while every one of them has been heard from
-	// within the last 100 ms: the peer keeps sending on streams whose
-	// sessions are over.
 	ErrTooManyStreams = errors.New("sctpddp: the peer started too many SCTP streams")
 	// ErrAcceptTimeout: an association waited Config.AcceptTimeout for
 	// Listener.Accept, or a session request for SessionAcceptor.Accept.

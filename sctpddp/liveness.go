@@ -84,7 +84,9 @@ func (a *Association) monitor() {
 			return
 		case <-a.ended:
 			why := ErrClosed
-			if !a.local.Load() {
+			if a.lingered.Load() {
+				why = ErrSessionsEnded
+			} else if !a.local.Load() {
 				why = ErrPeerClosed
 				if err := a.in.err(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 					why = fmt.Errorf("%w: %w", ErrPeerClosed, err)

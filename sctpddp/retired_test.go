@@ -40,11 +40,11 @@ func (a *Association) retiredReaders() int {
 // time, and then keeps quiet on them, holds no more than
 // MaxRetiredStreams readers: the quietest makes room; and once the streams have been quiet for
 // RetiredStreamTimeout no reader is left. The association, harmless,
-// stays open.
+// stays open (with LingerTimeout off: its requests have all ended).
 func TestRetiredStreamReadersBounded(t *testing.T) {
 	checkGoroutines(t)
 	srv, cli := pinnedConfigs(t)
-	srv.MaxRetiredStreams, srv.RetiredStreamTimeout = 8, time.Second
+	srv.MaxRetiredStreams, srv.RetiredStreamTimeout, srv.LingerTimeout = 8, time.Second, -1
 	server, client := connect(t, srv, cli)
 	server.Sessions(0)
 	before := runtime.NumGoroutine()
@@ -76,7 +76,7 @@ func TestRetiredStreamReadersBounded(t *testing.T) {
 func TestTooManyBusyRetiredStreams(t *testing.T) {
 	checkGoroutines(t)
 	srv, cli := pinnedConfigs(t)
-	srv.MaxRetiredStreams = 8
+	srv.MaxRetiredStreams, srv.LingerTimeout = 8, -1
 	server, client := connect(t, srv, cli)
 	server.Sessions(0)
 	before := runtime.NumGoroutine()
