@@ -84,8 +84,8 @@ receive buffers, the raw transfers' 2 MiB of buffers); the server grants
 it only within --conn-budget per connection and --mem-budget in all
 (each connection counted 1 MiB for itself besides), in a protection
 domain limited to what was granted, and serves --max-conns connections
-at once, --max-conns-per-peer from one IP address. Beyond a limit the
-client is told why, and prints it. A connection that sends no hello
+at once, --max-conns-per-peer from one peer (an IPv4 address or an
+IPv6 /64). Beyond a limit the client is told why, and prints it. A connection that sends no hello
 within 10 s, or on which nothing moves for --idle-timeout, is closed.
 The raw listener serves only clients with a live perf connection (its
 advert gives a token), within what that connection was granted, one
@@ -174,7 +174,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.depth, "depth", 128, "bandwidth: operations outstanding at once")
 	fs.IntVar(&o.cqMod, "cq-mod", 100, "bandwidth: a completion for every `N` operations (at most half of those outstanding)")
 	fs.IntVar(&o.limits.MaxConns, "max-conns", perf.DefaultMaxConns, "server: connections served at once, in all")
-	fs.IntVar(&o.limits.MaxConnsPerPeer, "max-conns-per-peer", perf.DefaultMaxConnsPerPeer, "server: connections served at once from one IP address")
+	fs.IntVar(&o.limits.MaxConnsPerPeer, "max-conns-per-peer", perf.DefaultMaxConnsPerPeer, "server: connections served at once from one peer (an IPv4 address or an IPv6 /64)")
 	fs.StringVar(&o.memBudget, "mem-budget", "512M", "server: octets of regions and buffers for all connections (K, M, G)")
 	fs.StringVar(&o.connBytes, "conn-budget", "64M", "server: octets of regions and buffers one connection may hold (K, M, G)")
 	fs.DurationVar(&o.limits.IdleTimeout, "idle-timeout", perf.DefaultIdleTimeout, "server: close a connection on which nothing moves for this long")

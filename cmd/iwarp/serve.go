@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
@@ -42,8 +42,8 @@ read it with rdmap.ParseRemoteBuffer):
 
 It serves many connections at once and stops cleanly on SIGINT or SIGTERM.
 What a peer can make it hold is bounded: --max-conns connections in all,
---max-conns-per-peer from one IP address, --mem-budget octets of regions
-and buffers in all (a connection that would exceed a limit is rejected
+--max-conns-per-peer from one peer (an IPv4 address or an IPv6 /64),
+--mem-budget octets of regions and buffers in all (a connection that would exceed a limit is rejected
 with MPA's R bit or a DDP Stream Session Reject, and reported as a
 "refused" event), and a connection on which nothing arrives or leaves for
 --idle-timeout is closed.
@@ -132,7 +132,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout")
 	fs.StringVar(&o.observe, "observe", "", "stream every connection's placements to the `ADDR`ess of a running 'iwarp demo', where a page can watch them")
 	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once, in all")
-	fs.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 16, "connections served at once from one IP address")
+	fs.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 16, "connections served at once from one peer (an IPv4 address or an IPv6 /64)")
 	fs.Int64Var(&o.memBudget, "mem-budget", 1<<30, "octets of regions and receive buffers, in all connections")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection on which nothing arrives or leaves for this long (0: never)")
 	o.link.register(fs)
@@ -448,8 +448,8 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	return nil
 }
 
-// connLimits bounds serve's connections: in all, per peer IP address, and
-// by the octets they register.
+// connLimits bounds serve's connections: in all, per peer (an IPv4
+// address or an IPv6 /64), and by the octets they register.
 type connLimits struct {
 	o     *serveOptions
 	mu    sync.Mutex
@@ -465,10 +465,7 @@ func newConnLimits(o *serveOptions) *connLimits {
 // take makes room for a connection from peer (host:port), or says why
 // there is none; release gives the room back.
 func (l *connLimits) take(peer string) (release func(), why string) {
-	host, _, err := net.SplitHostPort(peer)
-	if err != nil {
-		host = peer
-	}
+	host := netpeer.OfHostPort(peer)
 	need := l.o.connBytes()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -355,3 +355,23 @@ func TestServeSilentPeer(t *testing.T) {
 	}
 	s.stop()
 }
+
+// serve's --max-conns-per-peer counts an IPv4 address, or an IPv6 /64,
+// as one peer: one IPv6 host cannot take a connection per address.
+func TestServePeerIsIPv6Prefix(t *testing.T) {
+	l := newConnLimits(&serveOptions{maxConns: 10, maxConnsPerPeer: 1, memBudget: 1 << 30, mrSize: 1})
+	release, why := l.take("[2001:db8:1:2::1]:4000")
+	if release == nil {
+		t.Fatalf("the first connection: %s", why)
+	}
+	if r, why := l.take("[2001:db8:1:2:ffff::9]:4001"); r != nil || !strings.Contains(why, "--max-conns-per-peer") {
+		t.Fatalf("a second address of the same /64 was admitted (%q)", why)
+	}
+	if r, why := l.take("[2001:db8:1:3::1]:4002"); r == nil {
+		t.Fatalf("another /64 was refused: %s", why)
+	}
+	release()
+	if r, why := l.take("[2001:db8:1:2::7]:4003"); r == nil {
+		t.Fatalf("after its connection was released, the /64 was refused: %s", why)
+	}
+}

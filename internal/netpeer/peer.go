@@ -35,3 +35,19 @@ func OfAddr(a net.Addr) netip.Addr {
 	}
 	return Of(ip)
 }
+
+// OfHostPort returns, as a string, the peer of a "host:port" (or of a
+// bare IP address): its IPv4 address or IPv6 /64; a host that is no IP
+// address (a name, a pipe) stands for itself.
+func OfHostPort(s string) string {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return Of(ap.Addr()).String()
+	}
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return Of(ip).String()
+	}
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		return h
+	}
+	return s
+}

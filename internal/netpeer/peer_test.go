@@ -31,3 +31,22 @@ func TestOfAddr(t *testing.T) {
 		}
 	}
 }
+
+// A "host:port" string counts as OfAddr counts its address; a name stands
+// for itself.
+func TestOfHostPort(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"192.0.2.1:4791", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:4791", "192.0.2.1"},
+		{"[2001:db8:1:2::1]:4791", "2001:db8:1:2::"},
+		{"[2001:db8:1:2:ffff::9]:1", "2001:db8:1:2::"},
+		{"2001:db8:1:2::5", "2001:db8:1:2::"},
+		{"192.0.2.7", "192.0.2.7"},
+		{"example.net:80", "example.net"},
+		{"pipe", "pipe"},
+	} {
+		if got := OfHostPort(tc.in); got != tc.want {
+			t.Errorf("%s counts as %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

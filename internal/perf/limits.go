@@ -2,9 +2,10 @@ package perf
 
 import (
 	"fmt"
-	"net"
 	"sync"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/netpeer"
 )
 
 // Limits bound what clients can make a Server hold. The server sizes
@@ -15,9 +16,9 @@ import (
 type Limits struct {
 	// MaxConns is how many perf connections are served at once (16).
 	MaxConns int
-	// MaxConnsPerPeer is how many of them may come from one IP address
-	// (4): one address can hold at most a quarter of the connections and
-	// of the memory budget.
+	// MaxConnsPerPeer is how many of them may come from one peer, an
+	// IPv4 address or an IPv6 /64 (4): one peer can hold at most a
+	// quarter of the connections and of the memory budget.
 	MaxConnsPerPeer int
 	// MemBudget is the octets of regions, receive buffers and raw
 	// transfer buffers the server holds for all connections together,
@@ -154,19 +155,10 @@ func newAdmission(lim Limits) *admission {
 	return &admission{lim: lim, peers: make(map[string]int)}
 }
 
-// host returns the IP address of a host:port (or the string itself).
-func host(peer string) string {
-	h, _, err := net.SplitHostPort(peer)
-	if err != nil {
-		return peer
-	}
-	return h
-}
-
 // take admits a connection from peer, counting overhead octets for it, or
 // says why not.
 func (a *admission) take(peer string, overhead int64) *RefusedError {
-	h := host(peer)
+	h := netpeer.OfHostPort(peer)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -185,7 +177,7 @@ func (a *admission) take(peer string, overhead int64) *RefusedError {
 
 // release gives back what take counted.
 func (a *admission) release(peer string, overhead int64) {
-	h := host(peer)
+	h := netpeer.OfHostPort(peer)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.conns--
