@@ -66,14 +66,16 @@ type Config struct {
 	// until more data comes (docs/transports.md). 0, the default, sends
 	// at once.
 	FirstFPDUDelay time.Duration
-	// MaxStartups bounds a Listener's connections in their startup at
-	// once; MaxPerPeer the connections of one peer (an IPv4 address or an
-	// IPv6 /64, where one host may hold every address), from the
-	// TCP connection until its Conn closes; Backlog the Requests waiting
-	// for Accept. Defaults DefaultMaxStartups, DefaultMaxPerPeer,
+	// MaxStartups bounds a Listener's connections in their startup: as
+	// many run at once, as many more wait parked, shared among peers as
+	// Listener says; MaxPerPeer the connections of one peer (an IPv4
+	// address or an IPv6 /64, where one host may hold every address), from
+	// the TCP connection until its Conn closes; Backlog the Requests
+	// waiting for Accept. Defaults DefaultMaxStartups, DefaultMaxPerPeer,
 	// DefaultBacklog. Refused, if set, hears of every connection a
-	// Listener refused and why (ErrPeerLimit, ErrBacklog), before the
-	// peer is closed or rejected.
+	// Listener refused and why (ErrPeerLimit, ErrStartupEvicted,
+	// ErrStartupTimeout, ErrBacklog), before the peer is closed or
+	// rejected.
 	MaxStartups int
 	MaxPerPeer  int
 	Backlog     int

@@ -77,11 +77,12 @@
 // # Limits
 //
 // A Listener bounds what peers can make it hold: connections in their
-// startup (MaxStartups), connections per peer (MaxPerPeer; a peer is an
-// IPv4 address or an IPv6 /64), Requests waiting for Accept (Backlog)
-// and the time each step may take (HandshakeTimeout); a connection whose
-// FPDU stays incomplete is cut off after PartialFPDUTimeout.
-// docs/security.md lists them.
+// startup (MaxStartups running, as many parked, shared so that peers
+// holding silent connections do not keep another out), connections per
+// peer (MaxPerPeer; a peer is an IPv4 address or an IPv6 /64), Requests
+// waiting for Accept (Backlog) and the time each step may take
+// (HandshakeTimeout); a connection whose FPDU stays incomplete is cut off
+// after PartialFPDUTimeout. docs/security.md lists them.
 //
 // # Choices and known deviations
 //

@@ -23,9 +23,20 @@ const (
 // Why a Listener refused a connection (Config.Refused).
 var (
 	// ErrPeerLimit: the peer's address already has MaxPerPeer connections
-	// here (starting up, waiting for Accept, or accepted and open). The
-	// TCP connection is closed before anything is read from it.
+	// here (starting up, running or parked, waiting for Accept, or
+	// accepted and open). The TCP connection is closed before anything is
+	// read from it.
 	ErrPeerLimit = errors.New("mpa: the peer's connection limit is reached")
+	// ErrStartupEvicted: the connection was closed before its MPA Request
+	// was read, to share the places for startups among peers (Listener
+	// says how): it made room for a peer with fewer startups, or it came
+	// when every place was taken and its peer held the most of them.
+	ErrStartupEvicted = errors.New("mpa: the startup was closed to make room for other peers'")
+	// ErrStartupTimeout: the connection waited, parked, for a place to
+	// run its startup until its handshake time ran out; it is closed
+	// unread. (A startup that ran, and whose Request did not come in
+	// time, is closed unreported, as one with an invalid Request is.)
+	ErrStartupTimeout = errors.New("mpa: no place for the startup before the handshake timeout")
 	// ErrBacklog: the Request waited for a place in Accept's queue, or
 	// for Accept, until its handshake time ran out; it was rejected
 	// (an MPA Reply with the R bit) then, whether or not Accept was
@@ -44,31 +55,62 @@ func positive(v, d int) int {
 	return v
 }
 
-// Listener accepts MPA connections as the Responder. It bounds what peers
-// can make it hold: the connections in their startup at once
-// (Config.MaxStartups; the listener stops accepting TCP connections at
-// the limit, and the kernel's queue holds the rest), the connections of
-// one peer address (MaxPerPeer: from its startup until its Conn closes;
-// further ones are closed at once), the Requests waiting for Accept
-// (Backlog), and the time each may take (HandshakeTimeout, from the TCP
-// connection to the Request, from the Request to Accept, and from the
-// Reply to the initiator's RTR). A Request that Accept has not taken when
-// its time runs out is rejected then, by a timer of its own, so that it
-// holds neither its TCP connection nor a place in its peer's count after
-// its initiator has given up. An error of the listening socket's Accept
-// (too many open files, say) does not stop the Listener: it tries again
-// after a pause, as net/http's Server does, until Close.
+// Listener accepts MPA connections as the Responder. It takes each TCP
+// connection at once, and bounds what peers can make it hold (Config):
+//
+//   - Connections in their startup, before their MPA Request is read: at
+//     most MaxStartups run (a goroutine reads the Request), and at most
+//     MaxStartups more are parked (only the connection is held, nothing
+//     is read) until a place to run is free. A free place goes to the
+//     parked connection whose peer runs the fewest (the oldest on a tie),
+//     with the time it has left. When all places run, a newcomer takes
+//     the place of the oldest running startup of the peer that runs the
+//     most, if that peer runs two more than the newcomer's; otherwise it
+//     is parked. When all parked places are taken too, it takes the place
+//     of the newest parked connection of the peer with the most parked,
+//     if that peer has more than the newcomer's; otherwise the newcomer is
+//     closed. Those closed are reported (ErrStartupEvicted), as a parked
+//     connection whose handshake time runs out is (ErrStartupTimeout). So
+//     peers holding silent connections at their limits cannot keep
+//     another peer out: a newcomer from a peer with none running waits
+//     only while MaxStartups peers run one each. Only when every startup
+//     is one peer's is its newcomer parked beyond the bound, and the
+//     Listener takes no more connections until one leaves: a burst from
+//     one peer waits in the kernel's accept queue instead of being closed.
+//   - The connections of one peer (an IPv4 address or an IPv6 /64):
+//     MaxPerPeer, from the TCP connection (running or parked) until its
+//     Conn closes; further ones are closed at once (ErrPeerLimit).
+//   - The Requests waiting for Accept: Backlog in its queue, any more
+//     waiting for a place in it.
+//   - The time each step may take: HandshakeTimeout, from the TCP
+//     connection to the Request (parked or running), from the Request to
+//     Accept, and from the Reply to the initiator's RTR. A Request that
+//     Accept has not taken when its time runs out is rejected then, by a
+//     timer of its own (ErrBacklog), so that it holds neither its TCP
+//     connection nor a place in its peer's count after its initiator has
+//     given up.
+//
+// So the connections it holds before Accept are at most 2 × MaxStartups
+// + 1 in their startup, each for at most a handshake timeout, and the
+// Requests waiting for Accept, each for at most one more; then the open
+// Conns, MaxPerPeer per peer. An error
+// of the listening socket's Accept (too many open files, say) does not
+// stop the Listener: it tries again after a pause, as net/http's Server
+// does, until Close. Close closes the parked connections and ends the
+// running startups.
 type Listener struct {
-	ln       net.Listener
-	cfg      Config
-	pending  chan *Request
-	startups chan struct{} // a place per startup in progress
-	done     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
+	ln      net.Listener
+	cfg     Config
+	pending chan *Request
+	room    chan struct{} // a token when a parked startup leaves, for loop
+	done    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 
-	mu    sync.Mutex // guards peers
-	peers map[netip.Addr]int
+	mu       sync.Mutex // guards peers, startups and closed
+	peers    map[netip.Addr]int
+	startups startups
+	closed   bool
 }
 
 // Listen listens for TCP connections on addr and runs the Responder's
@@ -87,7 +129,8 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 		return nil, err
 	}
 	l := &Listener{ln: ln, cfg: *cfg, pending: make(chan *Request, cfg.backlog()),
-		startups: make(chan struct{}, cfg.maxStartups()), done: make(chan struct{}), peers: make(map[netip.Addr]int)}
+		room: make(chan struct{}, 1), done: make(chan struct{}), peers: make(map[netip.Addr]int),
+		startups: newStartups(cfg.maxStartups(), cfg.maxStartups())}
 	l.wg.Add(1)
 	go l.loop()
 	return l, nil
@@ -96,12 +139,24 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 // Addr returns the listening address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Close stops listening; connections already accepted stay open.
+// Close stops listening and closes the connections in their startup;
+// connections already accepted stay open.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		l.ln.Close()
 	})
+	l.mu.Lock()
+	l.closed = true
+	parked := l.startups.takeParked()
+	for _, s := range parked {
+		s.timer.Stop()
+		l.dropPeer(s.peer)
+	}
+	l.mu.Unlock()
+	for _, s := range parked {
+		s.nc.Close()
+	}
 	l.wg.Wait()
 	for {
 		select {
@@ -125,14 +180,11 @@ func (l *Listener) loop() {
 	defer l.wg.Done()
 	var pause time.Duration
 	for {
-		select {
-		case l.startups <- struct{}{}:
-		case <-l.done:
+		if !l.waitForRoom() {
 			return
 		}
 		nc, err := l.ln.Accept()
 		if err != nil {
-			<-l.startups
 			if errors.Is(err, net.ErrClosed) {
 				// Only Close closes the socket; should anything else, Accept
 				// must not wait for ever.
@@ -153,36 +205,144 @@ func (l *Listener) loop() {
 			continue
 		}
 		pause = 0
-		peer := netpeer.OfAddr(nc.RemoteAddr())
-		if !l.addPeer(peer) {
-			<-l.startups
-			l.refused(nc.RemoteAddr(), ErrPeerLimit)
-			nc.Close()
+		l.admit(nc)
+	}
+}
+
+// waitForRoom waits while more startups are parked than MaxStartups (a
+// burst from one peer); false once the Listener is closed.
+func (l *Listener) waitForRoom() bool {
+	for {
+		l.mu.Lock()
+		over := l.startups.over()
+		l.mu.Unlock()
+		if !over {
+			return true
+		}
+		select {
+		case <-l.room:
+		case <-l.done:
+			return false
+		}
+	}
+}
+
+// admit counts nc, just accepted, against its peer's MaxPerPeer and gives
+// it to the startups: it runs, or it is parked until its deadline, and it
+// may make another leave, or leave itself.
+func (l *Listener) admit(nc net.Conn) {
+	s := &startup{peer: netpeer.OfAddr(nc.RemoteAddr()), nc: nc, deadline: time.Now().Add(l.cfg.handshakeTimeout())}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if l.peers[s.peer] >= l.cfg.maxPerPeer() {
+		l.mu.Unlock()
+		l.refused(nc.RemoteAddr(), ErrPeerLimit)
+		nc.Close()
+		return
+	}
+	l.peers[s.peer]++
+	out := l.startups.add(s)
+	switch {
+	case s.running:
+		l.run(s)
+	case s != out:
+		s.timer = time.AfterFunc(time.Until(s.deadline), func() { l.expireParked(s) })
+	}
+	if out != nil {
+		if out.timer != nil {
+			out.timer.Stop()
+		}
+		l.dropPeer(out.peer)
+	}
+	l.mu.Unlock()
+	if out != nil {
+		l.refused(out.nc.RemoteAddr(), ErrStartupEvicted)
+		out.nc.Close()
+	}
+}
+
+// run starts s's goroutine, which reads its Request; l.mu is held.
+func (l *Listener) run(s *startup) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		r, err := l.startup(s)
+		if err != nil {
+			s.nc.Close()
+		}
+		l.mu.Lock()
+		mine := l.startups.finish(s) // false if evicted: closed and released then
+		if mine && err != nil {
+			l.dropPeer(s.peer)
+		}
+		late := l.fill()
+		l.mu.Unlock()
+		l.closeLate(late)
+		if !mine || err != nil {
+			return
+		}
+		// The Request is rejected when its time runs out, whether it
+		// waits for a place in the queue or in it (Accept skips it
+		// there).
+		r.gone = make(chan struct{})
+		r.expiry = time.AfterFunc(time.Until(r.deadline), func() { l.expire(r) })
+		select {
+		case l.pending <- r:
+		case <-r.gone:
+		case <-l.done:
+			r.expiry.Stop()
+			r.Reject(nil, 0, 0)
+		}
+	}()
+}
+
+// fill runs parked startups in the free places; l.mu is held. Those whose
+// time ran out before their turn it returns instead, for closeLate.
+func (l *Listener) fill() (late []*startup) {
+	for s := l.startups.next(); s != nil; s = l.startups.next() {
+		s.timer.Stop()
+		if time.Now().Before(s.deadline) {
+			l.run(s)
 			continue
 		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			r, err := l.startup(nc, peer)
-			<-l.startups
-			if err != nil {
-				nc.Close()
-				l.dropPeer(peer)
-				return
-			}
-			// The Request is rejected when its time runs out, whether it
-			// waits for a place in the queue or in it (Accept skips it
-			// there).
-			r.gone = make(chan struct{})
-			r.expiry = time.AfterFunc(time.Until(r.deadline), func() { l.expire(r) })
-			select {
-			case l.pending <- r:
-			case <-r.gone:
-			case <-l.done:
-				r.expiry.Stop()
-				r.Reject(nil, 0, 0)
-			}
-		}()
+		l.startups.finish(s)
+		l.dropPeer(s.peer)
+		late = append(late, s)
+	}
+	l.signalRoom()
+	return late
+}
+
+// expireParked closes s, whose handshake time ran out while it was
+// parked, unless it has left the parked ones.
+func (l *Listener) expireParked(s *startup) {
+	l.mu.Lock()
+	parked := l.startups.unpark(s)
+	if parked {
+		l.dropPeer(s.peer)
+	}
+	l.mu.Unlock()
+	if parked {
+		l.signalRoom()
+		l.closeLate([]*startup{s})
+	}
+}
+
+func (l *Listener) closeLate(late []*startup) {
+	for _, s := range late {
+		l.refused(s.nc.RemoteAddr(), ErrStartupTimeout)
+		s.nc.Close()
+	}
+}
+
+func (l *Listener) signalRoom() {
+	select {
+	case l.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -198,19 +358,8 @@ func (l *Listener) expire(r *Request) {
 	})
 }
 
-func (l *Listener) addPeer(p netip.Addr) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.peers[p] >= l.cfg.maxPerPeer() {
-		return false
-	}
-	l.peers[p]++
-	return true
-}
-
+// dropPeer gives back a place in p's MaxPerPeer; l.mu is held.
 func (l *Listener) dropPeer(p netip.Addr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.peers[p]--; l.peers[p] <= 0 {
 		delete(l.peers, p)
 	}
@@ -222,7 +371,8 @@ func (l *Listener) refused(a net.Addr, why error) {
 	}
 }
 
-func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
+func (l *Listener) startup(s *startup) (*Request, error) {
+	nc := s.nc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -232,8 +382,7 @@ func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
 		case <-ctx.Done():
 		}
 	}()
-	deadlineAt := time.Now().Add(l.cfg.handshakeTimeout())
-	done := deadline(ctx, nc, l.cfg.handshakeTimeout())
+	done := deadline(ctx, nc, time.Until(s.deadline))
 	defer done()
 	if l.cfg.TLS != nil {
 		tc, err := startTLS(ctx, nc, l.cfg.TLS, true)
@@ -252,8 +401,12 @@ func (l *Listener) startup(nc net.Conn, peer netip.Addr) (*Request, error) {
 	if req.Reply {
 		return nil, invalidFrame("an MPA Reply Frame where a Request was due: both ends started as Responder")
 	}
-	r := newRequest(&l.cfg, nc, req, deadlineAt.Add(l.cfg.handshakeTimeout()))
-	r.release = func() { l.dropPeer(peer) }
+	r := newRequest(&l.cfg, nc, req, s.deadline.Add(l.cfg.handshakeTimeout()))
+	r.release = func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.dropPeer(s.peer)
+	}
 	return r, nil
 }
 
