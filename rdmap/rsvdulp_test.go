@@ -200,3 +200,50 @@ func TestRFC7306InvalidateSTagIgnored(t *testing.T) {
 		t.Fatalf("state %v, error %v", s.qp.State(), s.qp.Err())
 	}
 }
+
+// RFC 5040 §4.1: "For Send, Send with Solicited Event, RDMA Read Request,
+// and Terminate, the Invalidate STag field MUST be set to zero on
+// transmit and ignored by the receiver." A crafted peer names a valid
+// STag of this end there in a Send, a Send with SE and a Read Request:
+// nothing is invalidated (the receives complete without
+// FlagInvalidated, and the region still takes a Write and a Read
+// afterwards). This end's Terminate carries zero there.
+func TestInvalidateSTagZeroAndIgnored(t *testing.T) {
+	c := newCrafted(t)
+	rbuf := c.reg(t, 64, LocalWrite)
+	mustPost(t, c.qp.PostRecv(RecvWR{ID: 2, SGL: []SGE{{MR: rbuf, Length: 64}}}))
+	victim := c.src.STag()
+	c.peer.send(t, untaggedSeg(byte(MakeControl(OpSend)), victim, QNSend, 1, []byte("s1")))
+	c.peer.send(t, untaggedSeg(byte(MakeControl(OpSendSE)), victim, QNSend, 2, []byte("s2")))
+	for id := uint64(1); id <= 2; id++ {
+		cq := wait(t, c.rcq)
+		if cq.Status != StatusSuccess || cq.WRID != id || cq.Flags&FlagInvalidated != 0 || cq.InvalidatedSTag != 0 {
+			t.Fatalf("receive %d: %+v", id, cq)
+		}
+	}
+	h := ddp.Header{Last: true, DV: 1, QN: QNReadReq, MSN: 1,
+		RsvdULP: [5]byte{byte(MakeControl(OpReadRequest)), byte(victim >> 24), byte(victim >> 16), byte(victim >> 8), byte(victim)}}
+	c.peer.send(t, (&ReadRequest{SinkSTag: 0x99, SinkTO: 0, RDMARDSZ: 4, SrcSTag: victim, SrcTO: 0x1000}).Append(h.Append(nil)))
+	// Still valid: a Write to it is placed, and a second Read of it is
+	// answered with what the Write placed.
+	c.peer.send(t, taggedSeg(byte(MakeControl(OpWrite)), victim, 0x1000, []byte("kept")))
+	c.peer.send(t, rrSeg(2, ReadRequest{SinkSTag: 0x98, SinkTO: 0, RDMARDSZ: 4, SrcSTag: victim, SrcTO: 0x1000}))
+	segs := c.peer.segsFrom(t, 2)
+	if last := segs[1]; string(last[len(last)-4:]) != "kept" {
+		t.Fatalf("the second Read Response carries %q", last[len(last)-4:])
+	}
+	if c.qp.State() != StateRunning {
+		t.Fatalf("state %v: %v", c.qp.State(), c.qp.Err())
+	}
+	// A Write to an STag that does not exist: this end terminates, and
+	// its Terminate's Invalidate STag octets are zero.
+	c.peer.send(t, taggedSeg(byte(MakeControl(OpWrite)), 0x7fffff00, 0, []byte("x")))
+	segs = c.peer.segsFrom(t, 3)
+	tm := segs[2]
+	if len(tm) < ddp.UntaggedHeaderLen || Control(tm[1]).Opcode() != OpTerminate {
+		t.Fatalf("not a Terminate: % x", tm)
+	}
+	if !bytes.Equal(tm[2:6], []byte{0, 0, 0, 0}) {
+		t.Fatalf("the Terminate's Invalidate STag octets are % x", tm[2:6])
+	}
+}
