@@ -109,12 +109,26 @@ type Config struct {
 	// (DefaultMaxHandshakes), MaxHandshakesPerPeer those of one peer, an
 	// IPv4 address or an IPv6 /64 (DefaultMaxHandshakesPerPeer). A
 	// handshake is counted from the first datagram of a new address that
-	// is a DTLS ClientHello
-	// (anything else from an unknown address is dropped and costs nothing)
-	// until it ends. When a limit is reached, the oldest handshake whose
-	// peer has not answered the HelloVerifyRequest (the DTLS cookie
-	// exchange, which a spoofed source address cannot complete) makes
-	// room; if every one has answered, the new ClientHello is dropped.
+	// is a DTLS ClientHello (anything else from an unknown address is
+	// dropped and costs nothing) until it ends. It has answered once its
+	// peer has echoed the cookie of the HelloVerifyRequest (the DTLS
+	// cookie exchange, which a spoofed source address cannot complete).
+	// At MaxHandshakesPerPeer, a new ClientHello of the peer evicts
+	// (closes) the peer's oldest unanswered handshake, or is dropped if
+	// all have answered. At MaxHandshakes, a ClientHello of a peer holding
+	// fewer handshakes than the peer holding the most evicts one of the
+	// latter's: the oldest unanswered, or if all have answered, the
+	// oldest (Refused hears of it, ErrTooManyHandshakes); one of a peer
+	// holding as many as any is dropped. A dropped client retransmits.
+	// So a peer holds at most MaxHandshakesPerPeer handshakes, and keeps
+	// them at MaxHandshakes only while no peer holding fewer asks for
+	// one: MaxHandshakes / MaxHandshakesPerPeer addresses (8 by default)
+	// that answer and then stall fill the Listener but keep nobody out.
+	// A client whose peer holds no other handshake is admitted at once
+	// (unless MaxHandshakes evicted handshakes are still winding down),
+	// and its handshake is evicted only if every handshake in progress
+	// is its peer's only one (MaxHandshakes distinct peers, spoofed or
+	// not), the oldest unanswered first.
 	MaxHandshakes        int
 	MaxHandshakesPerPeer int
 	// MaxAssociations bounds a Listener's associations
@@ -206,10 +220,12 @@ type Config struct {
 	// Refused, if set, hears of each association or DDP Stream Session
 	// refused or closed by these limits and why: ErrTooManyAssociations,
 	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout,
-	// ErrTooManyStreams.
-	// Handshakes dropped before the cookie exchange are not reported: their
-	// source addresses may be spoofed. It must be quick and safe for
-	// concurrent use.
+	// ErrTooManyStreams; and of each DTLS handshake whose peer answered
+	// the cookie exchange but that was evicted to make room
+	// (ErrTooManyHandshakes) or failed (ErrHandshake).
+	// Handshakes dropped or evicted before the cookie exchange are not
+	// reported: their source addresses may be spoofed. It must be quick
+	// and safe for concurrent use.
 	Refused func(remote net.Addr, why error)
 
 	// KeyLogWriter, if set, receives NSS key-log lines for Wireshark.

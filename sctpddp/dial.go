@@ -142,8 +142,9 @@ func (s *settings) checkPeer(conn *dtls.Conn) error {
 // What peers can make a Listener hold is bounded (see Config and
 // docs/security.md): DTLS handshakes at once, in all and per peer IP address,
 // with no state for a datagram from an unknown address that is not a
-// ClientHello and room made by evicting handshakes whose peer has not answered
-// the cookie exchange (udpMux); associations, in all and per peer (IPv4
+// ClientHello, and room made for a peer holding fewer by evicting a handshake
+// of the peer holding the most, first those whose peer has not answered the
+// cookie exchange (udpMux); associations, in all and per peer (IPv4
 // address or IPv6 /64), until they end; the time an association waits for
 // Accept.
 type Listener struct {
@@ -219,7 +220,11 @@ func (l *Listener) handshake(c *muxConn) {
 			// The peer answered the cookie exchange (the address is
 			// its own): say why it did not get in. A wrong pre-shared
 			// key shows so: the peer's Finished never decrypts.
-			l.s.refused(c.RemoteAddr(), fmt.Errorf("%w (a wrong pre-shared key or identity, or an untrusted certificate?): %w", ErrHandshake, err))
+			if c.evictedOut.Load() {
+				l.s.refused(c.RemoteAddr(), errEvicted)
+			} else {
+				l.s.refused(c.RemoteAddr(), fmt.Errorf("%w (a wrong pre-shared key or identity, or an untrusted certificate?): %w", ErrHandshake, err))
+			}
 		}
 		return
 	}
@@ -233,7 +238,16 @@ func (l *Listener) handshake(c *muxConn) {
 		refuse(ctx, conn)
 		return
 	}
-	c.m.established(c)
+	if !c.m.established(c) {
+		// Evicted as its handshake completed: its connection no
+		// longer reads.
+		l.peers.give(ip)
+		_ = conn.Close()
+		if l.ctx.Err() == nil {
+			l.s.refused(c.RemoteAddr(), errEvicted)
+		}
+		return
+	}
 	a, err := newAssociation(ctx, l.s, conn, true, func() { l.peers.give(ip) })
 	if err != nil {
 		l.peers.give(ip)
@@ -252,6 +266,10 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = a.Close()
 	}
 }
+
+// errEvicted is what Config.Refused hears of a handshake evicted after its
+// peer answered the cookie exchange.
+var errEvicted = fmt.Errorf("%w: evicted to make room for a peer holding fewer", ErrTooManyHandshakes)
 
 // refuseWait bounds how long a refused peer's connection is kept open for
 // its handshake to end.

@@ -84,9 +84,12 @@
 // deadline and a fair refusal (the project's security notes list them
 // with their defaults): a Listener demultiplexes its UDP socket itself, creates state
 // only for a datagram that is a DTLS ClientHello, and caps the DTLS
-// handshakes in progress in all and per peer, evicting those whose peer
-// has not answered the cookie exchange (which a spoofed source cannot) to
-// make room (Config.MaxHandshakes, MaxHandshakesPerPeer); it caps
+// handshakes in progress in all and per peer, sharing them out among
+// peers: at the cap, a peer holding fewer than the peer holding the most
+// makes room by evicting one of the latter's, first those whose peer has
+// not answered the cookie exchange (which a spoofed source cannot), so
+// that a few addresses that answer and stall lock nobody out
+// (Config.MaxHandshakes, MaxHandshakesPerPeer, ErrTooManyHandshakes); it caps
 // associations per peer (an IPv4 address or an IPv6 /64, as everywhere
 // here) and in all (MaxAssociations, MaxAssociationsPerPeer,
 // ErrTooManyAssociations) and the time they wait

@@ -79,6 +79,13 @@ var (
 	// ErrPeerClosed: the peer ended the association (SCTP SHUTDOWN or
 	// ABORT, a DTLS close_notify) or its DTLS connection failed.
 	ErrPeerClosed = errors.New("sctpddp: the peer ended the association")
+	// ErrTooManyHandshakes: the Listener was running Config.MaxHandshakes
+	// DTLS handshakes and closed this one, which its peer had answered
+	// (past the cookie exchange), to make room for a ClientHello of a
+	// peer holding fewer handshakes than this one's, which held the most
+	// (the unanswered handshakes of such peers go first, then the
+	// oldest). The client's Dial fails (ErrHandshake) and may be retried.
+	ErrTooManyHandshakes = errors.New("sctpddp: DTLS handshake limit reached")
 	// ErrTooManyAssociations: the Listener already holds
 	// Config.MaxAssociationsPerPeer associations of the peer's IP address,
 	// or Config.MaxAssociations in all. The DTLS connection is closed

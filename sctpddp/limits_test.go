@@ -259,18 +259,229 @@ func TestMuxEviction(t *testing.T) {
 	}
 	m.deliver(addr(3, 1), ch) // D
 	m.progress(made[2])
-	m.progress(made[3]) // A, C, D progressed: 3 in all
-	m.deliver(addr(4, 1), ch)
-	if len(made) != 4 || m.dropped.Load() != 1 {
-		t.Fatalf("at the cap with every handshake progressing: %d made, %d dropped", len(made), m.dropped.Load())
+	m.progress(made[3])       // A, C, D answered: 3 in all, 127.0.0.2 holding 2
+	m.deliver(addr(4, 1), ch) // E, of a peer holding none: 127.0.0.2's oldest, A, goes
+	if len(made) != 5 || !closed(made[0]) || closed(made[2]) || closed(made[3]) || m.evictedAnswered.Load() != 1 {
+		t.Fatalf("at the cap with every handshake answered: %d made, A closed %v, C closed %v", len(made), closed(made[0]), closed(made[2]))
 	}
-	m.established(made[3]) // D leaves the handshake count
-	m.deliver(addr(4, 1), ch)
-	if len(made) != 5 {
+	m.progress(made[4])
+	m.deliver(addr(3, 2), ch) // every peer holds one: dropped
+	if len(made) != 5 || m.dropped.Load() != 1 {
+		t.Fatalf("at the cap, every peer holding as many: %d made, %d dropped", len(made), m.dropped.Load())
+	}
+	checkMux(t, m)
+	if !m.established(made[3]) { // D leaves the handshake count
+		t.Fatal("D not established")
+	}
+	m.deliver(addr(3, 2), ch)
+	if len(made) != 6 {
 		t.Fatal("no room after a handshake completed")
 	}
 	if hs, _ := m.counts(); hs != 3 {
 		t.Fatalf("%d handshaking, want 3", hs)
+	}
+	if m.established(made[0]) {
+		t.Fatal("an evicted handshake established")
+	}
+	checkMux(t, m)
+}
+
+// checkMux checks the demultiplexer's handshake counts against its
+// tables.
+func checkMux(t *testing.T, m *udpMux) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	total := 0
+	for peer, p := range m.peers {
+		n, fresh := 0, 0
+		var seq uint64
+		for c := p.list.head; c != nil; c = c.next {
+			n++
+			if c.peer != peer || c.seq <= seq || m.conns[c.raddr] != c {
+				t.Fatalf("peer %v: conn %v (peer %v, seq %d after %d) misplaced", peer, c.raddr, c.peer, c.seq, seq)
+			}
+			seq = c.seq
+			switch c.state {
+			case connFresh:
+				fresh++
+			case connProgressed:
+			default:
+				t.Fatalf("peer %v: conn %v in state %d among the handshakes", peer, c.raddr, c.state)
+			}
+		}
+		if n != p.n || fresh != p.fresh || n == 0 || n > m.maxPerPeer {
+			t.Fatalf("peer %v: counts %d (%d unanswered), list %d (%d)", peer, p.n, p.fresh, n, fresh)
+		}
+		total += n
+	}
+	if total != m.handshaking || m.handshaking > m.maxHandshakes || m.handshaking+m.evicted > 2*m.maxHandshakes {
+		t.Fatalf("%d handshaking, %d in the peers' lists, %d evicted (cap %d)", m.handshaking, total, m.evicted, m.maxHandshakes)
+	}
+}
+
+// muxHarness drives a udpMux with ClientHellos from loopback addresses,
+// without pion: windDown closes each evicted conn at once, as pion soon
+// does.
+type muxHarness struct {
+	t        *testing.T
+	m        *udpMux
+	ch       []byte
+	made     []*muxConn
+	windDown bool
+}
+
+func newMuxHarness(t *testing.T, maxHandshakes, maxPerPeer int, windDown bool) *muxHarness {
+	_, cli := pinnedConfigs(t)
+	s, _ := cli.settings()
+	s.MaxHandshakes, s.MaxHandshakesPerPeer = maxHandshakes, maxPerPeer
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &muxHarness{t: t, ch: clientHello(t, cli), windDown: windDown}
+	h.m = newUDPMux(uc, s, func(c *muxConn) { h.made = append(h.made, c) })
+	t.Cleanup(func() {
+		h.m.close()
+		for _, c := range h.made {
+			_ = c.Close()
+		}
+		<-h.m.readDone
+		h.m.mu.Lock()
+		defer h.m.mu.Unlock()
+		if h.m.handshaking != 0 || h.m.evicted != 0 || len(h.m.peers) != 0 || len(h.m.conns) != 0 || h.m.refs != 0 {
+			t.Errorf("after every conn closed: %d handshaking, %d evicted, %d peers, %d conns, %d refs",
+				h.m.handshaking, h.m.evicted, len(h.m.peers), len(h.m.conns), h.m.refs)
+		}
+	})
+	return h
+}
+
+// hello delivers a ClientHello from 127.0.0.ip:port and returns the conn
+// it made, or nil.
+func (h *muxHarness) hello(ip byte, port uint16) *muxConn {
+	h.t.Helper()
+	n := len(h.made)
+	h.m.deliver(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, ip}), port), h.ch)
+	if h.windDown {
+		for _, c := range h.made {
+			if c.isEvicted() {
+				_ = c.Close() // a no-op if closed already
+			}
+		}
+	}
+	checkMux(h.t, h.m)
+	if len(h.made) == n {
+		return nil
+	}
+	return h.made[n]
+}
+
+// isEvicted says whether c was evicted, whether or not closed since.
+func (c *muxConn) isEvicted() bool { return c.evictedOut.Load() }
+
+// answered says whether c is still handshaking, past the cookie exchange.
+func (c *muxConn) answered() bool {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.state == connProgressed
+}
+
+// At the total cap with every handshake answered, a ClientHello of a peer
+// holding fewer handshakes than the greediest peer evicts the greediest's
+// oldest; one of a peer holding as many is dropped; unanswered handshakes
+// go first; a peer holding fewer than another never loses one, whatever
+// the others send.
+func TestMuxFairEviction(t *testing.T) {
+	h := newMuxHarness(t, 6, 3, true)
+	m := h.m
+	// Three peers each answer two handshakes and stall: the cap.
+	var stalled []*muxConn
+	for ip := byte(2); ip <= 4; ip++ {
+		for port := uint16(1); port <= 2; port++ {
+			c := h.hello(ip, port)
+			m.progress(c)
+			stalled = append(stalled, c)
+		}
+	}
+	// A third of 127.0.0.2, below its own cap, holds as many as any
+	// other peer: dropped, nothing evicted.
+	if h.hello(2, 3) != nil || m.evictions.Load() != 0 || m.dropped.Load() != 1 {
+		t.Fatalf("a ClientHello of a peer holding the most: %d evictions, %d dropped", m.evictions.Load(), m.dropped.Load())
+	}
+	// A genuine client, of a peer holding none: the oldest handshake of
+	// the peers holding the most (all of them) goes.
+	g := h.hello(9, 1)
+	if g == nil || !stalled[0].isEvicted() || m.evictedAnswered.Load() != 1 {
+		t.Fatal("the genuine client was not admitted in place of the oldest stalled handshake")
+	}
+	for _, c := range stalled[1:] {
+		if !c.answered() {
+			t.Fatal("another stalled handshake evicted")
+		}
+	}
+	// 127.0.0.2, down to one, sends again: the genuine client's
+	// unanswered handshake is the only one, but its peer holds fewer
+	// than 127.0.0.3 and .4, whose oldest goes instead.
+	a2 := h.hello(2, 4)
+	if a2 == nil || g.isEvicted() || !stalled[2].isEvicted() {
+		t.Fatal("the genuine client's handshake was evicted for a peer holding more")
+	}
+	// 127.0.0.3, down to one, sends again: of the peers holding the most
+	// (.2 and .4), the unanswered handshake goes before the older
+	// answered ones.
+	c35 := h.hello(3, 5)
+	if c35 == nil || !a2.isEvicted() || g.isEvicted() || !stalled[4].answered() || !stalled[1].answered() {
+		t.Fatal("an answered handshake evicted before an unanswered one")
+	}
+	m.progress(c35)
+	m.progress(g)
+	// The genuine peer, holding one, starts a second handshake: of .3
+	// and .4, holding two each, all answered, the oldest goes. Then the
+	// genuine peer holds as many as the most (2), and its third is
+	// dropped, below its own cap of 3.
+	if g2 := h.hello(9, 2); g2 == nil || !stalled[3].isEvicted() || !stalled[4].answered() {
+		t.Fatal("the genuine peer's second handshake was not admitted in place of the oldest")
+	}
+	dropped := m.dropped.Load()
+	if h.hello(9, 3) != nil || m.dropped.Load() != dropped+1 {
+		t.Fatal("a ClientHello of a peer holding the most was admitted")
+	}
+	if hs, _ := m.counts(); hs != 6 || m.evictedAnswered.Load() != 3 || m.evictions.Load() != 4 {
+		t.Fatalf("%d handshaking, %d evicted of which %d answered; want 6, 4, 3", hs, m.evictions.Load(), m.evictedAnswered.Load())
+	}
+	// Every peer holding one handshake (the cap is 3): a newcomer evicts
+	// the oldest unanswered of all of them, then the oldest answered.
+	h2 := newMuxHarness(t, 3, 3, true)
+	x, y, z := h2.hello(2, 1), h2.hello(3, 1), h2.hello(4, 1)
+	h2.m.progress(x)
+	if h2.hello(5, 1) == nil || x.isEvicted() || !y.isEvicted() || z.isEvicted() {
+		t.Fatal("every peer holding one: not the oldest unanswered evicted")
+	}
+	h2.m.progress(z)
+	h2.m.progress(h2.made[3])
+	if h2.hello(6, 1) == nil || !x.isEvicted() {
+		t.Fatal("every peer holding one, all answered: not the oldest evicted")
+	}
+}
+
+// Evicted handshakes whose pion connection has not closed yet (still
+// winding down: here, never) count against a second MaxHandshakes: beyond,
+// ClientHellos are dropped and nothing more is evicted, and a slot comes
+// back as one of them closes.
+func TestMuxEvictedWindingDown(t *testing.T) {
+	h := newMuxHarness(t, 3, 3, false)
+	m := h.m
+	for i := range 20 {
+		h.hello(byte(10+i), 1) // spoofed: none answers
+	}
+	if len(h.made) != 6 || m.evictions.Load() != 3 || m.dropped.Load() != 14 || m.evicted != 3 {
+		t.Fatalf("%d made, %d evicted, %d dropped, %d winding down; want 6, 3, 14, 3",
+			len(h.made), m.evictions.Load(), m.dropped.Load(), m.evicted)
+	}
+	_ = h.made[0].Close() // the oldest, evicted, has wound down
+	if h.hello(40, 1) == nil || m.evicted != 3 || m.evictions.Load() != 4 {
+		t.Fatalf("no room after an evicted handshake closed: %d winding down", m.evicted)
 	}
 }
 
@@ -926,7 +1137,9 @@ func TestHandshakeFlood(t *testing.T) {
 	t.Logf("flood: %d datagrams in 2 s; %d ClientHellos admitted, %d evicted, %d dropped at the caps, %d other datagrams dropped",
 		f.sent.Load(), m.created.Load(), m.evictions.Load(), m.dropped.Load(), m.notHello.Load())
 	t.Logf("genuine Dial took %v during the flood", took.Round(time.Millisecond))
-	if m.created.Load() < 1000 || m.notHello.Load() < 1000 {
+	// Of the ClientHellos, those of a peer holding as many handshakes as
+	// any are dropped at the cap rather than admitted.
+	if m.created.Load()+m.dropped.Load() < 1000 || m.notHello.Load() < 1000 {
 		t.Fatalf("the flood did not reach the Listener")
 	}
 	// Handshakes without progress expire.

@@ -27,18 +27,25 @@ import (
 //     dropped at the cost of reading it.
 //   - Handshaking addresses are capped in all (MaxHandshakes) and per peer
 //     (MaxHandshakesPerPeer; a peer is an IPv4 address or an IPv6 /64). A
-//     handshake makes progress when pion sends the ServerHello, which it
-//     does only once the client has echoed the cookie of pion's
-//     HelloVerifyRequest: a spoofed source never receives that cookie. At
-//     the per-peer cap, that peer's oldest handshake without progress is
-//     evicted (closed) to make room; at the total cap, the oldest of the
-//     peer with the most handshakes without progress. Only when every
-//     handshake has progressed is the new ClientHello dropped. A flood from
-//     spoofed sources thus evicts its own handshakes first: a genuine
-//     client is evicted only by a flood from more distinct peers than
-//     MaxHandshakes, and only if it does not answer the HelloVerifyRequest
-//     before that many newer ClientHellos arrive; it then retransmits, and
-//     starts again.
+//     handshake answers when pion sends the ServerHello, which it does
+//     only once the client has echoed the cookie of pion's
+//     HelloVerifyRequest: a spoofed source never receives that cookie.
+//     At the per-peer cap, that peer's oldest unanswered handshake is
+//     evicted (closed) to make room, or the ClientHello is dropped if all
+//     of them have answered. At the total cap, a ClientHello from a peer
+//     that holds fewer handshakes than the peer holding the most evicts
+//     one of the latter's (if several peers hold the most, one of
+//     theirs): the oldest unanswered one, or if all have answered, the
+//     oldest; from a peer that holds as many as any, it is dropped
+//     (victim). So peers share the handshakes out evenly, and one holding
+//     fewer than another never loses a handshake to make room: a client
+//     whose peer holds no other handshake is admitted whatever the others
+//     hold, and keeps its handshake unless every handshake belongs to a
+//     peer holding just one (MaxHandshakes distinct peers). A flood from
+//     spoofed sources thus makes room at the expense of the peers holding
+//     the most, its own unless it comes from that many peers, and the
+//     stalled handshakes of a few addresses that answered the cookie
+//     exchange give way to newcomers.
 //   - Datagrams queued for a connection, between the socket and pion's
 //     reader, are bounded in bytes (muxConn.limit): more are dropped, as
 //     a full socket buffer would.
@@ -55,18 +62,25 @@ type udpMux struct {
 
 	mu          sync.Mutex
 	conns       map[netip.AddrPort]*muxConn
-	perPeer     map[netip.Addr]int // handshaking conns per peer (netpeer.Of)
-	freshPeer   map[netip.Addr]int // those without progress
+	peers       map[netip.Addr]*peerHandshakes // those with handshakes (netpeer.Of)
 	handshaking int
-	evicted     int     // conns evicted whose pion connection has not closed yet
-	fresh       muxList // handshaking without progress, oldest first
+	evicted     int    // conns evicted whose pion connection has not closed yet
+	seq         uint64 // of the last conn admitted
 	accepting   bool
 	refs        int // the listener (until close) and each open conn
 
-	// Counters, for tests and the soak.
-	notHello, evictions, dropped, created atomic.Uint64
+	// Counters, for tests and the soak: datagrams from unknown addresses
+	// that were not ClientHellos, handshakes evicted (of which answered),
+	// ClientHellos dropped at the caps, conns created.
+	notHello, evictions, evictedAnswered, dropped, created atomic.Uint64
 
 	readDone chan struct{}
+}
+
+// peerHandshakes are the handshakes in progress of one peer.
+type peerHandshakes struct {
+	n, fresh int     // handshakes, and those unanswered (connFresh)
+	list     muxList // the handshakes, oldest first
 }
 
 // muxReadSize is the largest datagram read: pion/dtls's own receive MTU.
@@ -108,8 +122,7 @@ func newUDPMux(conn *net.UDPConn, s *settings, onNew func(*muxConn)) *udpMux {
 		// A well-behaved peer has at most the receive window in flight.
 		establishedQueue: 2 * int(s.MaxReceiveBufferSize),
 		conns:            make(map[netip.AddrPort]*muxConn),
-		perPeer:          make(map[netip.Addr]int),
-		freshPeer:        make(map[netip.Addr]int),
+		peers:            make(map[netip.Addr]*peerHandshakes),
 		accepting:        true,
 		refs:             1,
 		readDone:         make(chan struct{}),
@@ -159,27 +172,34 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		m.notHello.Add(1)
 		return nil
 	}
-	peer := netpeer.Of(raddr.Addr())
-	if m.perPeer[peer] >= m.maxPerPeer && !m.evict(peer, true) {
-		m.dropped.Add(1)
-		return nil
-	}
-	if m.handshaking >= m.maxHandshakes && !m.evict(peer, false) {
-		m.dropped.Add(1)
-		return nil
-	}
 	// Evicted handshakes hold their goroutines until pion has noticed:
 	// when the machine is too busy to wind them down as fast as a flood
 	// evicts them, new ClientHellos wait (are dropped; clients
-	// retransmit).
+	// retransmit). An eviction leaves this sum as it is, so none is made
+	// for a ClientHello dropped here.
 	if m.handshaking+m.evicted >= 2*m.maxHandshakes {
 		m.dropped.Add(1)
 		return nil
 	}
+	peer := netpeer.Of(raddr.Addr())
+	held := 0
+	if p := m.peers[peer]; p != nil {
+		held = p.n
+	}
+	if held >= m.maxPerPeer || m.handshaking >= m.maxHandshakes {
+		v := m.victim(peer, held)
+		if v == nil {
+			m.dropped.Add(1)
+			return nil
+		}
+		m.evictLocked(v)
+	}
+	m.seq++
 	c := &muxConn{
 		m:      m,
 		raddr:  raddr,
 		peer:   peer,
+		seq:    m.seq,
 		addr:   net.UDPAddrFromAddrPort(raddr),
 		limit:  m.handshakeQueue,
 		notify: make(chan struct{}, 1),
@@ -188,82 +208,115 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		wd:     deadline.New(),
 		state:  connFresh,
 	}
+	p := m.peers[peer]
+	if p == nil {
+		p = &peerHandshakes{}
+		m.peers[peer] = p
+	}
+	p.n++
+	p.fresh++
+	p.list.pushBack(c)
 	m.conns[raddr] = c
-	m.perPeer[peer]++
-	m.freshPeer[peer]++
 	m.handshaking++
-	m.fresh.pushBack(c)
 	m.refs++
 	m.created.Add(1)
 	m.onNew(c)
 	return c
 }
 
-// evict closes a handshake without progress and reports whether there was
-// one: with samePeer, the oldest of peer; otherwise the oldest of the
-// peer that has the most of them, so that a flood from some addresses
-// makes room at their own expense rather than at a genuine client's. The
-// caller holds mu.
-func (m *udpMux) evict(peer netip.Addr, samePeer bool) bool {
-	if !samePeer {
-		most := 0
-		for p, n := range m.freshPeer {
-			if n > most {
-				peer, most = p, n
-			}
-		}
-		if most == 0 {
-			return false
-		}
+// victim returns the handshake to evict for a ClientHello from peer, which
+// holds held handshakes, at a cap, or nil if the ClientHello is to be
+// dropped. At the per-peer cap it is the peer's own oldest unanswered
+// handshake. At the total cap it is one of the peers holding the most, if
+// that is more than held: of their handshakes, the oldest unanswered, or
+// if all have answered, the oldest. A handshake is thus evicted only for
+// a peer that holds fewer than its own, which holds the most: a peer's
+// last handshake only when every peer holds one. The caller holds mu.
+func (m *udpMux) victim(peer netip.Addr, held int) *muxConn {
+	if held >= m.maxPerPeer {
+		return m.peers[peer].oldestFresh()
 	}
-	for c := m.fresh.head; c != nil; c = c.next {
-		if c.peer != peer {
+	most := 0
+	for _, p := range m.peers {
+		most = max(most, p.n)
+	}
+	if most <= held {
+		return nil
+	}
+	var fresh, answered *muxConn
+	for _, p := range m.peers {
+		if p.n < most {
 			continue
 		}
-		m.evictions.Add(1)
-		m.removeLocked(c)
-		c.state = connEvicted
-		m.evicted++
-		c.closeQueue()
-		return true
+		if c := p.oldestFresh(); c != nil && (fresh == nil || c.seq < fresh.seq) {
+			fresh = c
+		}
+		if c := p.list.head; answered == nil || c.seq < answered.seq {
+			answered = c
+		}
 	}
-	return false
+	if fresh != nil {
+		return fresh
+	}
+	return answered
 }
 
-// leaveFresh takes c off the list of handshakes without progress. The
-// caller holds mu.
-func (m *udpMux) leaveFresh(c *muxConn) {
-	m.fresh.remove(c)
-	decrement(m.freshPeer, c.peer)
+// oldestFresh returns p's oldest unanswered handshake, or nil.
+func (p *peerHandshakes) oldestFresh() *muxConn {
+	if p == nil || p.fresh == 0 {
+		return nil
+	}
+	c := p.list.head
+	for c != nil && c.state != connFresh {
+		c = c.next
+	}
+	return c
+}
+
+// evictLocked closes the handshake c to make room for another: it leaves
+// the counts at once, and its pion connection fails on its next read or
+// write. The caller holds mu.
+func (m *udpMux) evictLocked(c *muxConn) {
+	m.evictions.Add(1)
+	if c.state == connProgressed {
+		m.evictedAnswered.Add(1)
+	}
+	c.evictedOut.Store(true)
+	m.removeLocked(c)
+	c.state = connEvicted
+	m.evicted++
+	c.closeQueue()
+}
+
+// leave takes the handshaking c out of its peer's handshakes and the
+// handshake count. The caller holds mu.
+func (m *udpMux) leave(c *muxConn) {
+	p := m.peers[c.peer]
+	p.list.remove(c)
+	p.n--
+	if c.state == connFresh {
+		p.fresh--
+	}
+	if p.n == 0 {
+		delete(m.peers, c.peer)
+	}
+	m.handshaking--
 }
 
 // removeLocked takes c out of the tables and the handshake counts; the
 // reference it holds on the socket stays until Close. The caller holds
 // mu.
 func (m *udpMux) removeLocked(c *muxConn) {
-	if c.state == connClosed {
+	switch c.state {
+	case connClosed:
 		return
-	}
-	if c.state == connFresh {
-		m.leaveFresh(c)
-	}
-	if c.state != connEstablished {
-		decrement(m.perPeer, c.peer)
-		m.handshaking--
+	case connFresh, connProgressed:
+		m.leave(c)
 	}
 	if m.conns[c.raddr] == c {
 		delete(m.conns, c.raddr)
 	}
 	c.state = connClosed
-}
-
-// decrement counts one less for k, forgetting it at zero.
-func decrement(counts map[netip.Addr]int, k netip.Addr) {
-	if n := counts[k]; n > 1 {
-		counts[k] = n - 1
-	} else {
-		delete(counts, k)
-	}
 }
 
 // unrefLocked drops one reference; the last closes the socket. The caller
@@ -275,33 +328,36 @@ func (m *udpMux) unrefLocked() {
 	}
 }
 
-// progress marks c's handshake as past the cookie exchange.
+// progress marks c's handshake as past the cookie exchange (answered).
 func (m *udpMux) progress(c *muxConn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c.state == connFresh {
-		m.leaveFresh(c)
+		m.peers[c.peer].fresh--
 		c.state = connProgressed
 	}
 }
 
 // established takes c out of the handshake limits, once its DTLS
-// handshake has completed, and lets more datagrams queue for it.
-func (m *udpMux) established(c *muxConn) {
+// handshake has completed, and lets more datagrams queue for it. It
+// reports false if c was evicted (or closed) meanwhile: its connection
+// no longer reads.
+func (m *udpMux) established(c *muxConn) bool {
 	m.mu.Lock()
-	if c.state == connFresh || c.state == connProgressed {
-		if c.state == connFresh {
-			m.leaveFresh(c)
-		}
-		decrement(m.perPeer, c.peer)
-		m.handshaking--
+	ok := c.state == connFresh || c.state == connProgressed
+	if ok {
+		m.leave(c)
 		c.state = connEstablished
 	}
 	m.mu.Unlock()
+	if !ok {
+		return false
+	}
 	c.progressed.Store(true) // no more looking for a ServerHello
 	c.qmu.Lock()
 	c.limit = m.establishedQueue
 	c.qmu.Unlock()
+	return true
 }
 
 // close stops creating conns; the socket closes when the last conn does.
@@ -328,8 +384,8 @@ func (m *udpMux) counts() (handshaking, conns int) {
 type connState uint8
 
 const (
-	connFresh       connState = iota // handshaking, no cookie echoed yet
-	connProgressed                   // handshaking, past the cookie exchange
+	connFresh       connState = iota // handshaking, unanswered: no cookie echoed yet
+	connProgressed                   // handshaking, answered: past the cookie exchange
 	connEstablished                  // DTLS handshake done
 	connEvicted                      // closed by the mux; pion has yet to Close
 	connClosed
@@ -342,13 +398,15 @@ type muxConn struct {
 	m     *udpMux
 	raddr netip.AddrPort
 	peer  netip.Addr // netpeer.Of
+	seq   uint64     // admission order
 	addr  *net.UDPAddr
 
 	// Guarded by m.mu.
 	state      connState
-	prev, next *muxConn // in m.fresh
+	prev, next *muxConn // in m.peers[peer].list, while handshaking
 
 	progressed atomic.Bool // pion sent a ServerHello
+	evictedOut atomic.Bool // evicted to make room for another handshake
 
 	qmu    sync.Mutex
 	queue  []*[]byte // datagrams not yet read, oldest first
