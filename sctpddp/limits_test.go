@@ -1193,3 +1193,38 @@ func TestTooManyStreams(t *testing.T) {
 		t.Fatalf("Err %v; Refused heard %v", server.Err(), heard.why)
 	}
 }
+
+// Once its DTLS handshake has completed, an address queues up to
+// 2 × MaxReceiveBufferSize between the socket and DTLS (a well-behaved
+// peer has at most the receive window in flight), not the 64 KiB of a
+// handshake; beyond that its datagrams are dropped, as a full socket
+// buffer would drop them.
+func TestMuxConnEstablishedQueue(t *testing.T) {
+	_, cli := pinnedConfigs(t)
+	cli.MaxReceiveBufferSize = 256 << 10
+	ch := clientHello(t, cli)
+	s, _ := cli.settings()
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *muxConn
+	m := newUDPMux(uc, s, func(n *muxConn) { c = n })
+	defer func() { m.close(); _ = c.Close(); <-m.readDone }()
+	from := netip.MustParseAddrPort("127.0.0.1:9")
+	m.deliver(from, ch)
+	if c == nil || !m.established(c) {
+		t.Fatal("no conn for the ClientHello, or it could not be established")
+	}
+	d := make([]byte, 1200)
+	for range 1000 { // 1.2 MB offered, more than 2 × 256 KiB
+		m.deliver(from, d)
+	}
+	c.qmu.Lock()
+	queued := c.queued
+	c.qmu.Unlock()
+	limit := 2 * int(cli.MaxReceiveBufferSize)
+	if queued > limit || queued <= m.handshakeQueue || queued < limit*3/4 {
+		t.Fatalf("%d bytes queued after the handshake; want at most and near %d, above the handshake's %d", queued, limit, m.handshakeQueue)
+	}
+}
