@@ -125,13 +125,15 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 		} else if err != nil {
 			return nil, invalidFrame("%v", err)
 		}
-		if newORD != ord {
+		if newORD != ord && fail == nil {
 			if err := ep.SetORD(newORD); err != nil {
-				return nil, err
+				fail = localError("lowering the ORD to the responder's IRD %d: %v", newORD, err)
 			}
 		}
-		rtr = r
-		neg.RTR = r
+		if fail == nil {
+			rtr = r
+			neg.RTR = r
+		}
 	}
 	fromInit.MaxULPDU = maxSend(nc, fromInit.Markers)
 	c := newConn(nc, ep, cfg, neg, fromInit, fromResp, false)

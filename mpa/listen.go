@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/netpeer"
+	"github.com/iwarpgo/iwarp/term"
 )
 
 // The defaults of a Listener's limits (Config): they hold on a small
@@ -520,6 +521,7 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 	cfg := r.cfg
 	rep := Frame{Reply: true, Markers: cfg.Markers, CRC: !cfg.NoCRC || r.req.CRC, Rev: r.req.Rev, PrivateData: privateData}
 	var neg Negotiated
+	var fail *term.Error
 	if offer := r.Enhanced; offer != nil {
 		// "If the responder receives an enhanced MPA message, it MUST
 		// respond with an enhanced MPA message." (RFC 6581 §10)
@@ -527,7 +529,7 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 		mine, newORD := ddp.Answer(*offer, ird, ord, responderRTRs)
 		if newORD != ord {
 			if err := ep.SetORD(newORD); err != nil {
-				return nil, err
+				fail = localError("lowering the ORD to the initiator's IRD %d: %v", newORD, err)
 			}
 		}
 		rep.Enhanced = true
@@ -563,7 +565,31 @@ func (r *Request) accept(ep ddp.Endpoint, privateData []byte) (*Conn, error) {
 		}
 		return nil, err
 	}
+	if fail != nil {
+		// The Terminate goes once the initiator's first FPDU has come
+		// (rule 6), within the startup's timeout.
+		c.onClose = nil // Accept releases the Request
+		ep.Stream().Fail(fail)
+		t := time.NewTimer(cfg.handshakeTimeout())
+		select {
+		case <-ep.Terminated():
+		case <-c.closed:
+		case <-t.C:
+		}
+		t.Stop()
+		c.Close()
+		return nil, fail
+	}
 	return c, nil
+}
+
+// localError is RFC 6581 §9.3's answer to a local failure in the startup:
+// "The initiator or responder MUST generate the TERM message that
+// contains Layer 2, Error Type 0, Error Code 5 when it encounters any
+// error locally for which the special Error Code is not defined in
+// Section 8 before resetting the connection."
+func localError(format string, args ...any) *term.Error {
+	return term.MPALocalCatastrophic.With(format, args...)
 }
 
 // Reject sends an MPA Reply Frame with the Rejected Connection bit and
