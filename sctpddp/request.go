@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
+	"github.com/iwarpgo/iwarp/term"
 )
 
 // SessionRequest is a DDP Stream Session Initiate waiting for the ULP's
@@ -63,10 +64,14 @@ func (r *SessionRequest) Accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
 	s, err := newSession(r.st, ep, cfg)
 	if err != nil {
+		// The initiator hears that its request is over, as it does of
+		// one the ULP does not decide (§6.4).
+		terminateStream(r.st)
 		return nil, err
 	}
 	s.PeerPrivateData, s.PeerEnhanced = r.PrivateData, r.Enhanced
 	reply := wire.SessionControl{Function: wire.FunctionAccept, PrivateData: cfg.PrivateData}
+	var fail *term.Error
 	if e := r.Enhanced; e != nil {
 		// RFC 6581 §9.1's negotiation, as MPA does it; a DDP Stream
 		// Session has no RTR indication (its passive side may send once
@@ -74,7 +79,7 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 		ird, ord := ep.ReadLimits()
 		out, newORD := ddp.Answer(*e, ird, ord, nil)
 		if err := setORD(ep, ord, newORD); err != nil {
-			return nil, err
+			fail = localFailure(newORD, err)
 		}
 		reply = wire.SessionControl{Function: wire.FunctionEnhancedAccept, Enhanced: out, PrivateData: cfg.PrivateData}
 	}
@@ -87,7 +92,13 @@ func (r *SessionRequest) accept(ep ddp.Endpoint, cfg SessionConfig) (*Session, e
 	s.release = r.release
 	if err := s.start(); err != nil {
 		s.release = nil
+		// The Accept has gone: the session this end cannot run ends
+		// with a Terminate, as one the active side gives up on does.
+		sendTerminate(r.st)
 		return nil, err
+	}
+	if fail != nil {
+		return nil, s.abort(fail)
 	}
 	return s, nil
 }

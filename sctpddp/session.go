@@ -417,8 +417,8 @@ func (s *Session) awaitAccept(ctx context.Context, offer wire.EnhancedData, ird,
 		if err != nil && !errors.As(err, &fail) {
 			return nil, fmt.Errorf("%w: %v", ErrIllegalSequence, err)
 		}
-		if err := setORD(s.ep, ord, newORD); err != nil {
-			return nil, err
+		if err := setORD(s.ep, ord, newORD); err != nil && fail == nil {
+			fail = localFailure(newORD, err)
 		}
 	} else if !s.cfg.Basic {
 		return nil, fmt.Errorf("%w: a basic Accept answered an enhanced Initiate", ErrIllegalSequence)
@@ -437,6 +437,17 @@ func (s *Session) abort(fail *term.Error) error {
 	<-s.ep.Terminated()
 	s.Close()
 	return fail
+}
+
+// localFailure is the error a session ends with when this end cannot
+// lower its ORD to the peer's IRD: "The initiator or responder MUST
+// generate the TERM message that contains Layer 2, Error Type 0, Error
+// Code 5 when it encounters any error locally for which the special
+// Error Code is not defined in Section 8 before resetting the
+// connection." (RFC 6581 §9.3) The session starts so that its endpoint
+// can send that Terminate (abort).
+func localFailure(newORD int, err error) *term.Error {
+	return term.MPALocalCatastrophic.With("lowering the ORD to the peer's IRD %d: %v", newORD, err)
 }
 
 // setORD lowers the endpoint's ORD to what the negotiation settled on
