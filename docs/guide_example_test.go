@@ -318,8 +318,9 @@ func Example_guideAssociation() {
 	}
 	peer := <-accepted
 
-	// Closing a queue pair ends its session; the association stays
-	// until it is shut down or closed.
+	// Closing a queue pair ends its session; the association would
+	// shut itself down a LingerTimeout after the last one.
+	// Shutdown ends it now, delivering what is queued first.
 	for _, n := range append(clients, servers...) {
 		n.qp.Close(ctx)
 	}

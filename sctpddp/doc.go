@@ -51,9 +51,14 @@
 // placed. A DDP stream carries one session per association: "A DDP
 // Stream Identifier MUST NOT be reused for another DDP Stream Session
 // while any Data Chunk from a prior session might be outstanding." (§6.6)
-// Once its session has ended, the stream is read until the association
-// ends, its late chunks dropped and an Initiate on it answered with a
-// Terminate, and Association.Connect never chooses it again.
+// Once its session has ended, the stream is read until it has been quiet
+// for Config.RetiredStreamTimeout (or the association ends), its late
+// chunks dropped and an Initiate on it answered with a Terminate, and
+// Association.Connect never chooses it again. When the last session an
+// association carried has ended, the association shuts itself down
+// Config.LingerTimeout later unless another starts (RFC 5040 §7: "when
+// all Streams are either gracefully torn down or are labeled as erroneous
+// Streams, the LLP connection MUST be torn down").
 //
 // # Known deviations from RFC 5043
 //
