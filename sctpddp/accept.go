@@ -85,7 +85,7 @@ func (sa *SessionAcceptor) Accept(ctx context.Context) (*SessionRequest, error) 
 func (sa *SessionAcceptor) loop() {
 	defer sa.wg.Done()
 	for {
-		st, err := sa.a.AcceptStream(context.Background())
+		st, err := sa.a.acceptStream(context.Background())
 		if err != nil {
 			return
 		}

@@ -60,6 +60,7 @@ type Association struct {
 	closeErr error
 	local    atomic.Bool    // Shutdown was called
 	lingered atomic.Bool    // shut down by lingerEnd: every session had ended
+	raw      atomic.Bool    // the application reads or writes streams itself
 	onEnd    func()         // called once when it ends (a Listener's count)
 	sessions *peerCounter   // a Listener's count of sessions; nil if dialed
 	wg       sync.WaitGroup // acceptLoop, monitor, the retired streams' readers
@@ -329,8 +330,15 @@ func (a *Association) acceptLoop() {
 }
 
 // OpenStream returns the DDP stream with SCTP Stream Identifier id. Its
-// messages are sent unordered and reliably.
+// messages are sent unordered and reliably. An association whose streams
+// the application uses itself is never taken for idle (Config's
+// MaxAssociations).
 func (a *Association) OpenStream(id uint16) (*Stream, error) {
+	a.raw.Store(true)
+	return a.openStream(id)
+}
+
+func (a *Association) openStream(id uint16) (*Stream, error) {
 	select {
 	case <-a.closed:
 		return nil, a.Err()
@@ -348,6 +356,11 @@ func (a *Association) OpenStream(id uint16) (*Stream, error) {
 
 // AcceptStream returns the next DDP stream the peer started sending on.
 func (a *Association) AcceptStream(ctx context.Context) (*Stream, error) {
+	a.raw.Store(true)
+	return a.acceptStream(ctx)
+}
+
+func (a *Association) acceptStream(ctx context.Context) (*Stream, error) {
 	select {
 	case st, ok := <-a.accepted:
 		if !ok {

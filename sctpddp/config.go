@@ -134,9 +134,15 @@ type Config struct {
 	// MaxAssociations bounds a Listener's associations
 	// (DefaultMaxAssociations), MaxAssociationsPerPeer those of one peer, an
 	// IPv4 address or an IPv6 /64 (DefaultMaxAssociationsPerPeer), from the
-	// end of the DTLS handshake until the association ends. A peer beyond them
-	// is refused (ErrTooManyAssociations): its DTLS connection is closed
-	// before the SCTP handshake.
+	// end of the DTLS handshake until the association ends. At
+	// MaxAssociations a new peer's association takes the place of the
+	// oldest idle one (no DDP Stream Session or request, no stream the
+	// application uses itself) of the peer holding the most, if that peer
+	// holds two more than the new one's (ErrAssociationEvicted), so that
+	// MaxAssociations / MaxAssociationsPerPeer addresses holding idle
+	// associations cannot keep every other peer out. A peer beyond them
+	// otherwise is refused (ErrTooManyAssociations): its DTLS connection is
+	// closed before the SCTP handshake.
 	MaxAssociations        int
 	MaxAssociationsPerPeer int
 	// AcceptTimeout is how long an association waits for Listener.Accept,
@@ -219,7 +225,7 @@ type Config struct {
 	LingerTimeout time.Duration
 	// Refused, if set, hears of each association or DDP Stream Session
 	// refused or closed by these limits and why: ErrTooManyAssociations,
-	// ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout,
+	// ErrAssociationEvicted, ErrTooManySessions, ErrTooManyPendingSessions, ErrAcceptTimeout,
 	// ErrTooManyStreams; and of each DTLS handshake whose peer answered
 	// the cookie exchange but that was evicted to make room
 	// (ErrTooManyHandshakes) or failed (ErrHandshake).

@@ -41,7 +41,7 @@ func (a *Association) Connect(ctx context.Context, ep ddp.Endpoint, cfg SessionC
 // connect runs the session on stream id, which the caller has claimed;
 // when the session ends, or fails to start, the stream is retired.
 func (a *Association) connect(ctx context.Context, id uint16, ep ddp.Endpoint, cfg SessionConfig) (*Session, error) {
-	st, err := a.OpenStream(id)
+	st, err := a.openStream(id)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,7 @@ type Listener struct {
 	mux      *udpMux
 	opts     []dtls.ServerOption
 	peers    *peerCounter // associations
+	assocs   liveAssocs   // the same, to evict an idle one at MaxAssociations
 	sessions *peerCounter // sessions of all its associations
 
 	ready  chan *Association
@@ -183,6 +185,7 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 		sessions: newPeerCounter(s.MaxPeerSessions, s.MaxListenerSessions, ErrTooManySessions),
 		ready:    make(chan *Association),
 	}
+	l.assocs.byPeer = make(map[netip.Addr][]liveAssoc)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	// onNew runs under the mux's lock, which close takes too: no
 	// handshake starts once Close has begun waiting for them.
@@ -233,7 +236,7 @@ func (l *Listener) handshake(c *muxConn) {
 		return
 	}
 	ip := netpeer.Of(c.raddr.Addr())
-	if err := l.peers.take(ip); err != nil {
+	if err := l.peers.take(ip); err != nil && (!l.evictIdle(ip) || l.peers.take(ip) != nil) {
 		l.s.refused(c.RemoteAddr(), err)
 		refuse(ctx, conn)
 		return
@@ -248,12 +251,17 @@ func (l *Listener) handshake(c *muxConn) {
 		}
 		return
 	}
-	a, err := newAssociation(ctx, l.s, conn, true, func() { l.peers.give(ip) })
+	slot := new(assocSlot)
+	a, err := newAssociation(ctx, l.s, conn, true, func() {
+		l.assocs.forget(ip, slot)
+		l.peers.give(ip)
+	})
 	if err != nil {
 		l.peers.give(ip)
 		_ = conn.Close()
 		return
 	}
+	l.assocs.add(ip, slot, a)
 	a.sessions = l.sessions
 	t := time.NewTimer(l.s.AcceptTimeout)
 	defer t.Stop()
@@ -262,6 +270,8 @@ func (l *Listener) handshake(c *muxConn) {
 	case <-t.C:
 		l.s.refused(c.RemoteAddr(), ErrAcceptTimeout)
 		_ = a.closeWith(ErrAcceptTimeout)
+	case <-a.Done(): // evicted, or its peer ended it
+		_ = a.Close()
 	case <-l.ctx.Done():
 		_ = a.Close()
 	}

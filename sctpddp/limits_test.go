@@ -749,12 +749,26 @@ func TestAssociationLimits(t *testing.T) {
 		t.Fatalf("well-behaved peer locked out: %v", err)
 	}
 	exchange(t, next(t, accepted), good, 1)
-	// The Listener is full (3): a third address is refused.
-	if _, err := dialFrom(ctx, t, addr, cli, "127.0.0.3"); err == nil {
+	// The Listener is full (3). A third address takes the place of the
+	// oldest association of the peer holding the most (127.0.0.2, two
+	// more than it), which carries no session.
+	third, err := dialFrom(ctx, t, addr, cli, "127.0.0.3")
+	if err != nil {
+		t.Fatalf("a new peer beside another's idle associations: %v", err)
+	}
+	next(t, accepted)
+	if !waitFor(5*time.Second, func() bool { return hostile[0].Err() != nil }) || hostile[1].Err() != nil {
+		t.Fatalf("the greediest peer's associations: %v, %v; want the oldest ended", hostile[0].Err(), hostile[1].Err())
+	}
+	if heard.count(ErrAssociationEvicted) != 1 {
+		t.Fatalf("Refused heard %v", heard.why)
+	}
+	// Every peer holds one: a fourth address is refused.
+	if _, err := dialFrom(ctx, t, addr, cli, "127.0.0.4"); err == nil {
 		t.Fatal("association beyond MaxAssociations")
 	}
-	// One of the hostile associations ends: its slot comes back.
-	_ = hostile[0].Close()
+	// One association ends: its slot comes back.
+	_ = third.Close()
 	var again *Association
 	if !waitFor(5*time.Second, func() bool {
 		again, err = dialFrom(ctx, t, addr, cli, "127.0.0.2")
