@@ -403,11 +403,17 @@ func (s *Stream) checkUntagged(h *Header, n int) (target, *term.Error) {
 		return target{}, term.DDPMSNRange.With("QN %d MSN %d outside [%d, %d)", h.QN, h.MSN, q.headMSN, q.headMSN+uint32(q.count))
 	}
 	i := (q.head + int(d)) % len(q.bufs)
-	// Checks 3 and 4 apply to non-zero-length segments (§7.1).
+	size := q.lens[i]
+	// Checks 3 and 4 apply to non-zero-length segments (§7.1). A
+	// zero-length one places nothing, but its MO still may not lie
+	// beyond the buffer: the message it ends would be MO octets long
+	// (Delivery.Len), longer than the buffer the ULP reads it from.
 	if n == 0 {
+		if uint64(h.MO) > uint64(size) {
+			return target{}, term.DDPInvalidMO.With("QN %d MSN %d: a zero-length segment at MO %d, beyond a %d-octet buffer", h.QN, h.MSN, h.MO, size)
+		}
 		return target{}, nil
 	}
-	size := q.lens[i]
 	// 3: "The MO falls in the range of legal offsets associated with the
 	// Untagged Buffer."
 	if uint64(h.MO) >= uint64(size) {

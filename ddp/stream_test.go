@@ -145,6 +145,10 @@ func TestPlacementChecks(t *testing.T) {
 		{"untagged MSN already consumed", seg(untagged(0, 0, 0, true), p), term.DDPMSNRange},
 		{"untagged MSN far ahead", seg(untagged(0, 1<<20, 0, true), p), term.DDPMSNRange},
 		{"untagged invalid MO", seg(untagged(0, 1, 1000, true), p), term.DDPInvalidMO},
+		// Zero-length: checks 3 and 4 do not apply (§7.1), but a message
+		// ending beyond its 1000-octet buffer would be delivered longer
+		// than the buffer.
+		{"untagged zero-length segment beyond the buffer", seg(untagged(0, 1, 1001, true), nil), term.DDPInvalidMO},
 		{"untagged message too long", seg(untagged(0, 1, 950, true), p), term.DDPMessageTooLong},
 		{"untagged invalid DDP version", seg(func() Header { h := untagged(0, 1, 0, true); h.DV = 0; return h }(), p), term.DDPUntaggedInvalidVersion},
 		{"truncated header", seg(tagged(0x100, 0x10000, true), nil)[:9], term.DDPLocalCatastrophic},
@@ -232,6 +236,14 @@ func TestZeroLengthUntaggedConsumesBuffer(t *testing.T) {
 	}
 	if len(ts.ulp.deliv) != 1 || ts.ulp.deliv[0].Buffer.ID != 0 || ts.Posted(0) != 2 {
 		t.Fatalf("deliveries %+v, posted %d", ts.ulp.deliv, ts.Posted(0))
+	}
+	// A zero-length last segment at the end of its 1000-octet buffer: a
+	// message the buffer's length, no longer.
+	if err := ts.Receive(1, seg(untagged(0, 2, 1000, true), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.ulp.deliv) != 2 || ts.ulp.deliv[1].Len != 1000 {
+		t.Fatalf("deliveries %+v", ts.ulp.deliv)
 	}
 }
 
