@@ -64,7 +64,10 @@
 //     "MSN range is not valid" (0x2/0x03) for one already consumed or
 //     further ahead.
 //   - Untagged checks 1, 2 and 5 are made for zero-length segments too,
-//     since a zero-length message still consumes a buffer (RFC 5040 §5.3).
+//     since a zero-length message still consumes a buffer (RFC 5040 §5.3),
+//     and so is a weaker check 3: a zero-length segment's MO may not lie
+//     beyond its buffer (Invalid MO, 0x2/0x04), since it ends a message
+//     MO octets long, which the ULP reads out of that buffer.
 //   - A segment's tagged or untagged fields are checked before the ULP's
 //     (RFC 5040 §7.2 lists DDP's checks first), except that for a tagged
 //     segment the ULP's opcode check comes before the STag lookup, since
