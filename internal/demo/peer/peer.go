@@ -29,8 +29,11 @@ import (
 const (
 	MaxRegionLen = 4096 // octets in one region (a grid cell each)
 	MaxRegions   = 16
-	maxEvents    = 4096 // events kept between two Drains; older ones are counted as dropped
-	cqDepth      = 256
+	// MaxRecvBuffers bounds the receive buffers a peer holds, posted or
+	// filled and not yet deregistered: each is drawn as a region too.
+	MaxRecvBuffers = 32
+	maxEvents      = 4096 // events kept between two Drains; older ones are counted as dropped
+	cqDepth        = 256
 )
 
 // MinMULPDU is the smallest segment size the demo lets both ends use: an
@@ -483,6 +486,17 @@ func (p *Peer) PostRecv(n int) (uint32, uint32, error) {
 	}
 	p.postMu.Lock()
 	defer p.postMu.Unlock()
+	p.mu.Lock()
+	held := 0
+	for _, r := range p.regions {
+		if r.recv {
+			held++
+		}
+	}
+	p.mu.Unlock()
+	if held >= MaxRecvBuffers {
+		return 0, 0, fmt.Errorf("at most %d receive buffers; deregister a filled one first", MaxRecvBuffers)
+	}
 	mr, err := p.pd.RegisterMemory(make([]byte, n), 0, rdmap.LocalWrite)
 	if err != nil {
 		return 0, 0, err

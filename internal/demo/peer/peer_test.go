@@ -230,3 +230,24 @@ func TestBurstOvertakingFarIsPlaced(t *testing.T) {
 		}
 	}
 }
+
+// A page cannot make a peer hold receive buffers without bound (each is a
+// region drawn on the page): past MaxRecvBuffers, posted or filled and
+// not deregistered, PostRecv refuses.
+func TestRecvBuffersBounded(t *testing.T) {
+	p, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxRecvBuffers {
+		if _, _, err := p.PostRecv(64); err != nil {
+			t.Fatalf("receive buffer %d: %v", i+1, err)
+		}
+	}
+	if _, _, err := p.PostRecv(64); err == nil {
+		t.Fatalf("receive buffer %d was posted", MaxRecvBuffers+1)
+	}
+	if n := len(p.Regions()); n != MaxRecvBuffers {
+		t.Fatalf("%d regions drawn", n)
+	}
+}
