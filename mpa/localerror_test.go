@@ -10,15 +10,10 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 )
-
-// ordFails is a queue pair whose ORD cannot be changed: a local failure
-// in the middle of the startup.
-type ordFails struct{ *rdmap.QueuePair }
-
-func (ordFails) SetORD(int) error { return errors.New("this device cannot change its ORD") }
 
 // expectTerminate reads the next FPDU from c and checks that it is an
 // RDMAP Terminate carrying want.
@@ -50,7 +45,7 @@ func TestInitiatorLocalErrorTerminates(t *testing.T) {
 		expectClosed(t, c)
 	})
 	a := newPeer(t, rdmap.QPConfig{IRD: 4, ORD: 4})
-	_, err := Dial(tctx(t), "tcp", addr, ordFails{a.QP}, &Config{RTR: []ddp.RTR{ddp.RTRWrite}})
+	_, err := Dial(tctx(t), "tcp", addr, rdmaptest.FixedORD{QueuePair: a.QP}, &Config{RTR: []ddp.RTR{ddp.RTRWrite}})
 	if !errors.Is(err, term.MPALocalCatastrophic) {
 		t.Fatalf("Dial = %v, want 2/0/5", err)
 	}
@@ -72,7 +67,7 @@ func TestResponderLocalErrorTerminates(t *testing.T) {
 	go func() {
 		r, err := l.Accept(tctx(t))
 		if err == nil {
-			_, err = r.Accept(ordFails{b.QP}, nil)
+			_, err = r.Accept(rdmaptest.FixedORD{QueuePair: b.QP}, nil)
 		}
 		accepted <- err
 	}()

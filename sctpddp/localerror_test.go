@@ -8,15 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 )
-
-// ordFails is a queue pair whose ORD cannot be changed: a local failure
-// in the middle of the session's start.
-type ordFails struct{ *rdmap.QueuePair }
-
-func (ordFails) SetORD(int) error { return errors.New("this device cannot change its ORD") }
 
 // "The initiator or responder MUST generate the TERM message that
 // contains Layer 2, Error Type 0, Error Code 5 when it encounters any
@@ -65,7 +60,7 @@ func TestSessionLocalErrorTerminates(t *testing.T) {
 		}
 		accepted <- err
 	}()
-	if _, err := client.Connect(testCtx(t), ordFails{qp(8, 8)}, SessionConfig{}); !errors.Is(err, term.MPALocalCatastrophic) {
+	if _, err := client.Connect(testCtx(t), rdmaptest.FixedORD{QueuePair: qp(8, 8)}, SessionConfig{}); !errors.Is(err, term.MPALocalCatastrophic) {
 		t.Fatalf("Connect = %v, want 2/0/5", err)
 	}
 	if err := <-accepted; err != nil {
@@ -77,7 +72,7 @@ func TestSessionLocalErrorTerminates(t *testing.T) {
 	go func() {
 		r, err := sa.Accept(testCtx(t))
 		if err == nil {
-			_, err = r.Accept(ordFails{qp(8, 8)}, SessionConfig{})
+			_, err = r.Accept(rdmaptest.FixedORD{QueuePair: qp(8, 8)}, SessionConfig{})
 		}
 		accepted <- err
 	}()
