@@ -488,19 +488,33 @@ func TestMuxEvictedWindingDown(t *testing.T) {
 // A muxConn's deadlines work as pion's reads and writes expect: a past
 // deadline ends a blocked read at once, a zero one lifts it, and queued
 // datagrams are bounded.
-func TestMuxConnDeadlinesAndQueue(t *testing.T) {
-	_, cli := pinnedConfigs(t)
-	ch := clientHello(t, cli)
-	s, _ := cli.settings()
+// muxWithHello makes a udpMux on a loopback socket with cfg's settings
+// and delivers it a ClientHello from 127.0.0.1:9; it returns the mux, the
+// conn it made for that address, the address and the ClientHello. All is
+// closed when the test ends.
+func muxWithHello(t *testing.T, cfg *Config) (*udpMux, *muxConn, netip.AddrPort, []byte) {
+	t.Helper()
+	ch := clientHello(t, cfg)
+	s, _ := cfg.settings()
 	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var c *muxConn
 	m := newUDPMux(uc, s, func(n *muxConn) { c = n })
-	defer func() { m.close(); _ = c.Close(); <-m.readDone }()
 	from := netip.MustParseAddrPort("127.0.0.1:9")
 	m.deliver(from, ch)
+	if c == nil {
+		m.close()
+		t.Fatal("no conn for the ClientHello")
+	}
+	t.Cleanup(func() { m.close(); _ = c.Close(); <-m.readDone })
+	return m, c, from, ch
+}
+
+func TestMuxConnDeadlinesAndQueue(t *testing.T) {
+	_, cli := pinnedConfigs(t)
+	m, c, from, ch := muxWithHello(t, cli)
 	buf := make([]byte, 2048)
 	if n, _, err := c.ReadFrom(buf); err != nil || n != len(ch) {
 		t.Fatalf("read %d, %v", n, err)
@@ -1216,19 +1230,9 @@ func TestTooManyStreams(t *testing.T) {
 func TestMuxConnEstablishedQueue(t *testing.T) {
 	_, cli := pinnedConfigs(t)
 	cli.MaxReceiveBufferSize = 256 << 10
-	ch := clientHello(t, cli)
-	s, _ := cli.settings()
-	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c *muxConn
-	m := newUDPMux(uc, s, func(n *muxConn) { c = n })
-	defer func() { m.close(); _ = c.Close(); <-m.readDone }()
-	from := netip.MustParseAddrPort("127.0.0.1:9")
-	m.deliver(from, ch)
-	if c == nil || !m.established(c) {
-		t.Fatal("no conn for the ClientHello, or it could not be established")
+	m, c, from, _ := muxWithHello(t, cli)
+	if !m.established(c) {
+		t.Fatal("the conn could not be established")
 	}
 	d := make([]byte, 1200)
 	for range 1000 { // 1.2 MB offered, more than 2 × 256 KiB
