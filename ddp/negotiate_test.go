@@ -170,3 +170,81 @@ func TestParseRTR(t *testing.T) {
 		t.Fatal("an unknown name parsed")
 	}
 }
+
+// FuzzNegotiate runs RFC 6581 §9's negotiation on any offer the
+// initiator's wire may carry and any limits of the two ends, and checks
+// the rules the RFC states as MUSTs: the responder never raises its ORD
+// and sets it at most to the initiator's IRD (0x3FFF aside), answers
+// 0x3FFF with 0x3FFF, matches Control Flag A, and names an RTR indication
+// in the peer-to-peer model; the initiator never raises its ORD either,
+// and an answer made by Answer to an offer made by Offer always settles
+// (no code 6 or 7) when the two ends share an RTR indication.
+func FuzzNegotiate(f *testing.F) {
+	f.Add([]byte{0x80, 0x10, 0x00, 0x10}, uint16(16), uint16(16), uint16(8), uint16(8), uint8(7), uint8(3))
+	f.Add([]byte{0x7f, 0xff, 0x3f, 0xff}, uint16(0), uint16(0), uint16(1), uint16(1), uint8(0), uint8(0))
+	f.Add([]byte{0xe0, 0x00, 0x00, 0x00}, uint16(4), uint16(0), uint16(128), uint16(128), uint8(4), uint8(2))
+	f.Fuzz(func(t *testing.T, wire []byte, iIRD, iORD, rIRD, rORD uint16, iRTR, rRTR uint8) {
+		rtrs := func(bits uint8) []RTR {
+			var out []RTR
+			for i, r := range []RTR{RTRSend, RTRWrite, RTRRead} {
+				if bits&(1<<i) != 0 {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		limit := func(v uint16) int { return int(v % 0x4000) }
+		ird, ord, rird, rord := limit(iIRD), limit(iORD), limit(rIRD), limit(rORD)
+		accepts := rtrs(rRTR)
+
+		// Any offer off the wire, answered.
+		if offer, ok := ParseEnhancedData(wire); ok {
+			reply, newORD := Answer(offer, rird, rord, accepts)
+			if newORD > rord || newORD < 0 {
+				t.Fatalf("Answer raised the responder's ORD %d to %d", rord, newORD)
+			}
+			if offer.IRD != IRDORDNoNegotiation && (newORD > int(offer.IRD) || (reply.ORD != IRDORDNoNegotiation && reply.ORD > offer.IRD)) {
+				t.Fatalf("the responder's ORD %d (sent %d) exceeds the initiator's IRD %d", newORD, reply.ORD, offer.IRD)
+			}
+			if offer.ORD == IRDORDNoNegotiation && reply.IRD != IRDORDNoNegotiation {
+				t.Fatalf("an initiator ORD of 0x3FFF answered with IRD %#x", reply.IRD)
+			}
+			if offer.IRD == IRDORDNoNegotiation && (reply.ORD != IRDORDNoNegotiation || newORD != rord) {
+				t.Fatalf("an initiator IRD of 0x3FFF answered with ORD %#x, local ORD %d", reply.ORD, newORD)
+			}
+			if reply.PeerToPeer != offer.PeerToPeer {
+				t.Fatalf("Control Flag A %t answered with %t", offer.PeerToPeer, reply.PeerToPeer)
+			}
+			if offer.PeerToPeer && len(accepts) > 0 && !reply.AnyRTR() {
+				t.Fatal("a peer-to-peer answer names no RTR indication")
+			}
+			if !offer.PeerToPeer && reply.AnyRTR() {
+				t.Fatal("a client-server answer names an RTR indication")
+			}
+		}
+
+		// An offer this end makes, answered by a responder of this
+		// package, settled.
+		mine := rtrs(iRTR)
+		offer := Offer(ird, ord, mine)
+		reply, _ := Answer(offer, rird, rord, accepts)
+		newORD, rtr, err := Settle(offer, reply, ird, ord, mine)
+		if newORD > ord || newORD < 0 {
+			t.Fatalf("Settle raised the initiator's ORD %d to %d", ord, newORD)
+		}
+		shared := false
+		for _, r := range mine {
+			if offer.has(r) && reply.has(r) && (r != RTRRead || newORD > 0) {
+				shared = true
+			}
+		}
+		switch {
+		case !offer.PeerToPeer && (err != nil || rtr != RTRNone):
+			t.Fatalf("client-server: %v, %v", rtr, err)
+		case offer.PeerToPeer && shared && err != nil:
+			t.Fatalf("peer-to-peer with a shared RTR indication: %v (offer %v, reply %v)", err, offer, reply)
+		case err == nil && offer.PeerToPeer && (!offer.has(rtr) || !reply.has(rtr)):
+			t.Fatalf("settled on %v, which offer %v and reply %v do not share", rtr, offer, reply)
+		}
+	})
+}
