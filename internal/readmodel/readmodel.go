@@ -173,7 +173,9 @@ func (r *reader) next() error {
 	return nil
 }
 
-// Serve answers the connections ln accepts until it fails.
+// Serve answers the connections ln accepts until it fails. It is a
+// measuring tool for loopback: it sets no limits on connections, counts
+// or time, and is not part of any command a user runs against peers.
 func Serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
@@ -192,6 +194,9 @@ func serve(c net.Conn) error {
 	var h [helloLen]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return err
+	}
+	if h[0] != modeStream && h[0] != modeRead {
+		return errors.New("readmodel: unknown mode")
 	}
 	fpdus, count := h[1] == 1, int(binary.BigEndian.Uint64(h[2:]))
 	w := newWriter(c, fpdus)
@@ -308,7 +313,10 @@ func Read(addr string, fpdus bool, count, window int) error {
 			err := r.next()
 			if err != nil || (i+1)%half == 0 || i+1 == count {
 				mu.Lock()
-				done, rerr = i+1, err
+				if err == nil {
+					done = i + 1
+				}
+				rerr = err
 				mu.Unlock()
 				wake.Signal()
 			}
