@@ -58,7 +58,11 @@ type LLP interface {
 	// poll (another goroutine receives; the LLP cannot poll at all, as
 	// SCTP's, whose reads pion's goroutines make), when ctx ended, or when
 	// the stream ended: the caller then waits as usual. done must be cheap
-	// and safe to call from any goroutine.
+	// and safe to call from any goroutine. An LLP whose receive work
+	// another goroutine holds may keep the caller's request for it, to
+	// hand the work over once done reports true; a caller that returned
+	// false and then stops waiting calls Poll with a nil done, which
+	// withdraws that request and returns false.
 	Poll(ctx context.Context, done func() bool) bool
 }
 

@@ -22,7 +22,11 @@ import (
 // A waiter that finds the token taken asks for it (want) and waits on its
 // completion queue as usual; the receive goroutine hands the token over
 // after the first FPDU that gives the waiter what it waits for (its done
-// reports true, so it wakes and comes back for the token) and sleeps.
+// reports true, so it wakes and comes back for the token) and sleeps. A
+// waiter that has taken its completion before the receive goroutine looked
+// (done reports false again) withdraws its request as it leaves (Poll
+// with a nil done): kept, it would make the receive goroutine hand the
+// token to nobody at the next completion.
 // Handed over after an FPDU that brought the waiter nothing (a peer's
 // RDMA Write while it waits for its Read Response), the token would stay
 // with nobody, the waiter asleep, until the lease below ended. The
@@ -60,6 +64,15 @@ func (c *Conn) canPoll() bool {
 // Poll implements ddp.LLP: it receives on the calling goroutine until done
 // reports true (then it returns true), ctx ends, or the stream ends.
 func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
+	if done == nil {
+		// The waiter leaves: a request it left must not make the
+		// receive goroutine hand the token to nobody later.
+		c.kmu.Lock()
+		c.want.Store(false)
+		c.wanterDone = nil
+		c.kmu.Unlock()
+		return false
+	}
 	if !c.canPoll() || c.rxEnded.Load() || c.isClosed() {
 		return false
 	}
@@ -149,7 +162,8 @@ func (c *Conn) handOver() bool {
 	c.kmu.Lock()
 	done := c.wanterDone
 	c.kmu.Unlock()
-	return done == nil || done()
+	// nil: the waiter withdrew its request since want was read.
+	return done != nil && done()
 }
 
 // sleep returns holding the token again: once the token has been free for

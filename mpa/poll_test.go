@@ -201,3 +201,54 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// A waiter that leaves withdraws its request for the token: a request
+// kept after the waiter took its completion (before the receive goroutine
+// looked) would make the receive goroutine hand the token to nobody at the
+// next FPDU that makes its done true, and nobody would read for a lease.
+func TestWaiterWithdrawsRequest(t *testing.T) {
+	noLeaks(t)
+	var writes atomic.Int32 // RDMA Write segments placed at a
+	obs := trace.Func(func(e trace.Event) {
+		if e.Kind == trace.SegmentPlaced && e.Tagged && e.Opcode == uint8(rdmap.OpWrite) {
+			writes.Add(1)
+		}
+	})
+	a, b := newPeer(t, rdmap.QPConfig{Observer: obs}), newPeer(t, rdmap.QPConfig{})
+	ac, _ := connectPair(t, Config{}, Config{}, a, b)
+	sink := a.Reg(t, 64, rdmap.LocalWrite|rdmap.RemoteWrite)
+	held := func() bool {
+		if ac.rx.TryLock() {
+			ac.rx.Unlock()
+			return false
+		}
+		return true
+	}
+	waitUntil(t, func() bool { return !ac.want.Load() && held() })
+	// A waiter asks while the receive goroutine reads, and leaves.
+	var done atomic.Bool
+	if ac.Poll(context.Background(), done.Load) {
+		t.Fatal("Poll received while the receive goroutine held the token")
+	}
+	if !ac.want.Load() {
+		t.Fatal("the waiter's request was not kept")
+	}
+	if ac.Poll(context.Background(), nil) || ac.want.Load() {
+		t.Fatal("Poll with a nil done did not withdraw the request")
+	}
+	// What the waiter waited for comes now, with an FPDU: the receive
+	// goroutine keeps the token and reads on.
+	done.Store(true)
+	wsrc := b.Reg(t, 32, 0)
+	fillp(wsrc.Bytes(), 5)
+	for i := range 2 {
+		if err := b.QP.PostWrite(rdmap.WriteWR{ID: uint64(i + 1), SGL: []rdmap.SGE{{MR: wsrc, Length: 32}}, RemoteSTag: sink.STag(), RemoteTO: uint64(32 * i)}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool { return writes.Load() == int32(i+1) })
+		time.Sleep(2 * time.Millisecond)
+		if !held() {
+			t.Fatalf("after Write %d the token was handed to a waiter that had left", i+1)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
 )
 
 // Status is a completion's status. The names are the ones users of verbs
@@ -293,8 +295,17 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			runtime.Gosched()
 		}
 	}
+	// asked is an LLP whose Poll returned false: it may keep this
+	// waiter's request for its receive work (the token another goroutine
+	// held), which the waiter withdraws when it leaves, so that the LLP
+	// does not hand its receive work to nobody once a later completion
+	// arrives.
+	var asked ddp.LLP
 	for {
 		if cq.Poll(one[:]) == 1 {
+			if asked != nil {
+				asked.Poll(ctx, nil)
+			}
 			return one[0], nil
 		}
 		cq.mu.Lock()
@@ -303,8 +314,11 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		// Not under cq.mu: a queue pair reports completions holding its
 		// own lock, which therefore comes first.
 		if qp != nil && ctx.Err() == nil && (!sends || qp.awaitsWire()) {
-			if llp := qp.receiver(); llp != nil && llp.Poll(ctx, cq.ready) {
-				continue
+			if llp := qp.receiver(); llp != nil {
+				if llp.Poll(ctx, cq.ready) {
+					continue
+				}
+				asked = llp
 			}
 		}
 		cq.mu.Lock()
@@ -324,6 +338,9 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			// The wake-up this goroutine may have taken goes to another.
 			cq.wakeOne()
 			cq.mu.Unlock()
+			if asked != nil {
+				asked.Poll(ctx, nil)
+			}
 			return Completion{}, err
 		}
 		cq.mu.Unlock()

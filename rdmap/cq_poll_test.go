@@ -2,7 +2,12 @@ package rdmap
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/llptest"
 )
 
 // A waiter may read a transport itself only for a CQ that serves one
@@ -55,4 +60,64 @@ func TestCQPollQP(t *testing.T) {
 		t.Fatal("an empty send queue awaits the wire")
 	}
 	d.Close(context.Background())
+}
+
+// pollEnd is a pipe end whose Poll, like MPA's when another goroutine
+// receives, keeps the caller's request and returns false; it counts the
+// requests kept and withdrawn.
+type pollEnd struct {
+	*llptest.End
+	kept, withdrawn atomic.Int32
+}
+
+func (e *pollEnd) Poll(_ context.Context, done func() bool) bool {
+	if done == nil {
+		e.withdrawn.Add(1)
+	} else {
+		e.kept.Add(1)
+	}
+	return false
+}
+
+// A waiter whose LLP kept its request for the receive work withdraws it
+// when it leaves, with its completion or its context's end, so that the
+// LLP does not hand that work to nobody later (ddp.LLP's Poll).
+func TestCQWaiterWithdrawsRequest(t *testing.T) {
+	ea, eb := llptest.New(llptest.Options{})
+	a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
+	pe := &pollEnd{End: ea}
+	ea.Attach(a.qp.Stream())
+	eb.Attach(b.qp.Stream())
+	if err := a.qp.Start(pe, ddp.Start{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Start(eb, ddp.Start{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ea.Close() })
+	buf := a.reg(t, 8, LocalWrite)
+	mustPost(t, a.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: buf, Length: 8}}}))
+
+	// Its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := a.rcq.Wait(ctx); err == nil {
+		t.Fatal("Wait returned a completion before any arrived")
+	}
+	if k, w := pe.kept.Load(), pe.withdrawn.Load(); k == 0 || w != 1 {
+		t.Fatalf("after a Wait whose context ended: %d requests kept, %d withdrawn; want some kept and 1 withdrawn", k, w)
+	}
+	// Its completion arrives while it sleeps.
+	got := make(chan Completion, 1)
+	go func() { got <- wait(t, a.rcq) }()
+	for pe.kept.Load() < 2 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	mustPost(t, b.qp.PostSend(SendWR{ID: 9, SGL: []SGE{{MR: b.reg(t, 8, 0), Length: 8}}}))
+	if c := <-got; c.WRID != 1 || c.Status != StatusSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+	if w := pe.withdrawn.Load(); w != 2 {
+		t.Fatalf("after a Wait that took its completion: %d requests withdrawn, want 2", w)
+	}
 }
