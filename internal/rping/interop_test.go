@@ -977,7 +977,13 @@ func TestRpingInteropManyConnections(t *testing.T) {
 		done`, conns, linuxguest.HostFromGuest, l.Addr().(*net.TCPAddr).Port)
 		out, err := g.Run(ctx, loop)
 		if err != nil {
-			t.Fatalf("the rping -c loop: %v\n%s", err, out)
+			// Our server's side of it, if it failed too.
+			select {
+			case serr := <-served:
+				t.Fatalf("the rping -c loop: %v\n%s\nour server: %v", err, out, serr)
+			case <-time.After(2 * time.Second):
+				t.Fatalf("the rping -c loop: %v\n%s\nour server: still serving", err, out)
+			}
 		}
 		if n := strings.Count(out, "again: "); n > 0 {
 			t.Logf("%d tries of rping -c failed with EADDRNOTAVAIL and were made again:\n%s", n, out)
