@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
+	"github.com/iwarpgo/iwarp/internal/tshark"
 	"io"
 	"net"
 	"net/netip"
@@ -198,12 +199,8 @@ func (n *pdmlNode) flatten(m map[string]string) {
 	}
 }
 
-// tsharkArgs are the options of every dissection. The heuristics for
-// RPC-over-RDMA and SMB Direct would take Send payloads for theirs; the
-// ip.access (gsm_ipa) heuristic claims a TCP segment that starts with the
-// all-zero first Marker.
-var tsharkArgs = []string{"--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp",
-	"--disable-protocol", "gsm_ipa"}
+// tsharkArgs are the options of every dissection (internal/tshark).
+var tsharkArgs = tshark.Args
 
 // tsharkDissect dissects a capture file with tshark (-T pdml) and returns
 // every MPA PDU it found, in order.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/iwarpgo/iwarp/internal/tshark"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -223,7 +224,8 @@ func tsharkPath(t *testing.T) string {
 	return p
 }
 
-var tsharkArgs = []string{"--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp", "--disable-protocol", "gsm_ipa"}
+// tsharkArgs are the options of every dissection (internal/tshark).
+var tsharkArgs = tshark.Args
 
 func TestPcapTCP(t *testing.T) {
 	for _, tc := range []struct {

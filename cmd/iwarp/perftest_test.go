@@ -169,7 +169,7 @@ func TestPerftestCommand(t *testing.T) {
 			}
 			if tshark, err := exec.LookPath("tshark"); err == nil {
 				for _, f := range []string{"client.pcap", "server.pcap"} {
-					o, err := exec.Command(tshark, "-r", filepath.Join(dir, f), "-V", "--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp").CombinedOutput()
+					o, err := exec.Command(tshark, append([]string{"-r", filepath.Join(dir, f), "-V"}, tsharkArgs...)...).CombinedOutput()
 					if err != nil {
 						t.Fatalf("tshark %s: %v", f, err)
 					}

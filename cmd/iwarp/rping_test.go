@@ -290,7 +290,7 @@ func TestRpingClientServer(t *testing.T) {
 					}
 				}
 				if tshark, err := exec.LookPath("tshark"); err == nil {
-					v, err := exec.Command(tshark, "-r", file, "-V", "--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp").CombinedOutput()
+					v, err := exec.Command(tshark, append([]string{"-r", file, "-V"}, tsharkArgs...)...).CombinedOutput()
 					if err != nil {
 						t.Fatalf("tshark: %v\n%s", err, v)
 					}
@@ -299,7 +299,7 @@ func TestRpingClientServer(t *testing.T) {
 						// What tshark made of the packets, for a run that
 						// disagrees (met once, under the whole suite: no
 						// MPA at all in either file).
-						summary, _ := exec.Command(tshark, "-r", file, "--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp").CombinedOutput()
+						summary, _ := exec.Command(tshark, append([]string{"-r", file}, tsharkArgs...)...).CombinedOutput()
 						t.Errorf("%s: tshark finds %d good and %d bad CRCs for %d FPDUs; its packets:\n%s", f, good, bad, strings.Count(d, "FPDU len"), summary)
 					}
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	tsharkopt "github.com/iwarpgo/iwarp/internal/tshark"
 	"io"
 	"net"
 	"net/netip"
@@ -279,7 +280,7 @@ func tsharkCheck(t *testing.T, file string, fpdus int, crc bool) bool {
 		t.Logf("tshark not on PATH: the capture %s is not dissected", file)
 		return false
 	}
-	out, err := exec.Command(tshark, "-r", file, "-V", "--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp").CombinedOutput()
+	out, err := exec.Command(tshark, append([]string{"-r", file, "-V"}, tsharkopt.Args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tshark: %v\n%s", err, out)
 	}

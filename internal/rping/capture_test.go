@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/iwarpgo/iwarp/internal/tshark"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -222,9 +223,8 @@ func (d *decoded) terminates(fromClient bool) []segment {
 	return out
 }
 
-// tsharkArgs are the options of every tshark run: the heuristic
-// dissectors that would claim iWARP payloads are off.
-var tsharkArgs = []string{"--disable-heuristic", "rpcrdma_iwarp", "--disable-heuristic", "smb_direct_iwarp"}
+// tsharkArgs are the options of every tshark run (internal/tshark).
+var tsharkArgs = tshark.Args
 
 // tsharkCheck has tshark dissect file: with CRCs in use, every one of
 // the fpdus FPDUs must show "Good CRC32" and none "Bad CRC32"; without,
