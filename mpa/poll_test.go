@@ -139,24 +139,13 @@ func TestSendCQWaiterClosed(t *testing.T) {
 // CQ, until the receive goroutine's lease ended: 5 ms more on the Read.)
 func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	noLeaks(t)
-	var writes atomic.Int32 // RDMA Write segments placed at a
-	obs := trace.Func(func(e trace.Event) {
-		if e.Kind == trace.SegmentPlaced && e.Tagged && e.Opcode == uint8(rdmap.OpWrite) {
-			writes.Add(1)
-		}
-	})
+	writes, obs := countWrites() // RDMA Write segments placed at a
 	a, b := newPeer(t, rdmap.QPConfig{Observer: obs}), slowResponder(t, 400*time.Millisecond)
 	ac, _ := connectPair(t, Config{}, Config{}, a, b)
 	src := b.Reg(t, 64, rdmap.RemoteRead)
 	sink := a.Reg(t, 64, rdmap.LocalWrite|rdmap.RemoteWrite)
 	warmUp(t, a, src)
-	held := func() bool {
-		if ac.rx.TryLock() {
-			ac.rx.Unlock()
-			return false
-		}
-		return true
-	}
+	held := func() bool { return tokenHeld(ac) }
 	// The receive goroutine takes the token back a lease after the
 	// warm-up's waiter left it.
 	waitUntil(t, func() bool { return !ac.want.Load() && held() })
@@ -192,6 +181,26 @@ func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	}
 }
 
+// countWrites returns an observer that counts the RDMA Write segments
+// placed, and the count.
+func countWrites() (*atomic.Int32, trace.Observer) {
+	var n atomic.Int32
+	return &n, trace.Func(func(e trace.Event) {
+		if e.Kind == trace.SegmentPlaced && e.Tagged && e.Opcode == uint8(rdmap.OpWrite) {
+			n.Add(1)
+		}
+	})
+}
+
+// tokenHeld reports whether some goroutine holds c's receive token.
+func tokenHeld(c *Conn) bool {
+	if c.rx.TryLock() {
+		c.rx.Unlock()
+		return false
+	}
+	return true
+}
+
 // waitUntil waits up to 5 s for cond.
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -208,22 +217,11 @@ func waitUntil(t *testing.T, cond func() bool) {
 // next FPDU that makes its done true, and nobody would read for a lease.
 func TestWaiterWithdrawsRequest(t *testing.T) {
 	noLeaks(t)
-	var writes atomic.Int32 // RDMA Write segments placed at a
-	obs := trace.Func(func(e trace.Event) {
-		if e.Kind == trace.SegmentPlaced && e.Tagged && e.Opcode == uint8(rdmap.OpWrite) {
-			writes.Add(1)
-		}
-	})
+	writes, obs := countWrites() // RDMA Write segments placed at a
 	a, b := newPeer(t, rdmap.QPConfig{Observer: obs}), newPeer(t, rdmap.QPConfig{})
 	ac, _ := connectPair(t, Config{}, Config{}, a, b)
 	sink := a.Reg(t, 64, rdmap.LocalWrite|rdmap.RemoteWrite)
-	held := func() bool {
-		if ac.rx.TryLock() {
-			ac.rx.Unlock()
-			return false
-		}
-		return true
-	}
+	held := func() bool { return tokenHeld(ac) }
 	waitUntil(t, func() bool { return !ac.want.Load() && held() })
 	// A waiter asks while the receive goroutine reads, and leaves.
 	var done atomic.Bool
