@@ -66,7 +66,10 @@ func (c *Conn) canPoll() bool {
 func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
 	if done == nil {
 		// The waiter leaves: a request it left must not make the
-		// receive goroutine hand the token to nobody later.
+		// receive goroutine hand the token to nobody later. There is
+		// one request at a time, the last made; withdrawing another
+		// waiter's costs that waiter only the hand-over (its completion
+		// still wakes it).
 		c.kmu.Lock()
 		c.want.Store(false)
 		c.wanterDone = nil
