@@ -29,21 +29,28 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 	signal(qp.sqChanged)
 }
 
-// awaitsWire reports whether the send queue holds one work request, an
-// RDMA Read or an Atomic whose Request has been sent: its Response, an
-// incoming segment, completes it, and completions are reported in order,
-// so a Send or Write posted meanwhile is not reported before it. With
-// more work outstanding, a waiter does not poll: the receive goroutine
-// placing Responses while the waiter posts more is worth more than the
-// wake-up saved (docs/performance.md).
+// awaitsWire reports whether the send queue's next completion can come
+// only from incoming segments, so that a waiter on the send queue's
+// completions may do the receive work itself (CompletionQueue.Wait): the
+// queue holds RDMA Reads only, or one Atomic Operation. Only their
+// Responses complete them, and completions are reported in order, so a
+// Send or Write posted meanwhile (completed by the send route) is not
+// reported before them. A window of Reads is then received, completed and
+// posted again by one goroutine, without a wake-up per completion
+// reported; a window of Atomics is not, as their small Responses are
+// received faster beside the goroutine that posts (docs/performance.md).
 func (qp *QueuePair) awaitsWire() bool {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if len(qp.sq) != 1 || qp.started != 1 {
-		return false
+	if len(qp.sq) == 1 && qp.sq[0].kind == kindAtomic {
+		return true
 	}
-	k := qp.sq[0].kind
-	return k == kindRead || k == kindAtomic
+	for _, e := range qp.sq {
+		if e.kind != kindRead {
+			return false
+		}
+	}
+	return len(qp.sq) > 0
 }
 
 // newEntry returns a send queue entry to fill: one the queue pair has

@@ -183,12 +183,12 @@ func (cq *CompletionQueue) detach(qp *QueuePair, recv bool) {
 // pollQP returns the queue pair whose LLP's receive work a waiter may do
 // itself, or nil: the one queue pair this CQ serves (its receives, its
 // send queue or both). sends reports that the CQ serves its send queue:
-// the waiter may then poll only while that queue pair's next send
-// completion is a Read's or an Atomic's (QueuePair.awaitsWire). A received
-// Send completes only when its segments arrive; so does a Read or an
-// Atomic, and the send queue completes in order, so that a Send or Write
-// posted meanwhile (completed by the send route after its Flush) is not
-// reported before it. The caller holds cq.mu.
+// the waiter may then poll only while that queue pair's send queue holds
+// Reads only, or one Atomic (QueuePair.awaitsWire). A
+// received Send completes only when its segments arrive; so does a Read or
+// an Atomic, and the send queue completes in order, so that a Send or
+// Write posted meanwhile (completed by the send route after its Flush) is
+// not reported before them. The caller holds cq.mu.
 func (cq *CompletionQueue) pollQP() (qp *QueuePair, sends bool) {
 	switch {
 	case len(cq.recvQPs) > 1 || len(cq.sendQPs) > 1:
@@ -274,7 +274,8 @@ func (cq *CompletionQueue) wakeOne() {
 //
 // When this CQ serves a single queue pair and its next completion can
 // come only from that queue pair's incoming segments (a receive, or the
-// Response to the oldest outstanding Read or Atomic), the waiting
+// Responses to the Reads, or the one Atomic, that the send queue holds),
+// the waiting
 // goroutine lets the queue pair's LLP do its receive work on it
 // (ddp.LLP's Poll; MPA over plain TCP can), so that the network wakes the
 // waiter itself.

@@ -121,3 +121,95 @@ func TestCQWaiterWithdrawsRequest(t *testing.T) {
 		t.Fatalf("after a Wait that took its completion: %d requests withdrawn, want 2", w)
 	}
 }
+
+// A waiter on the send queue's completions may do the receive work itself
+// while the send queue holds Reads only, or one Atomic: nothing else can
+// complete them, and nothing posted meanwhile is reported before them.
+func TestAwaitsWire(t *testing.T) {
+	dev := NewDevice(DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	cq := dev.NewCompletionQueue(8)
+	qp, err := pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close(context.Background())
+	for _, c := range []struct {
+		what  string
+		kinds []sqKind
+		want  bool
+	}{
+		{"an empty send queue", nil, false},
+		{"one Read", []sqKind{kindRead}, true},
+		{"a window of Reads", []sqKind{kindRead, kindRead, kindRead}, true},
+		{"one Atomic", []sqKind{kindAtomic}, true},
+		{"a window of Atomics (received beside the poster)", []sqKind{kindAtomic, kindAtomic}, false},
+		{"Reads and an Atomic", []sqKind{kindRead, kindAtomic}, false},
+		{"a Read, then a Write the send route completes", []sqKind{kindRead, kindWrite}, false},
+		{"a Send, then a Read", []sqKind{kindSend, kindRead}, false},
+		{"a Read, then an Invalidate", []sqKind{kindRead, kindInvalidate}, false},
+	} {
+		qp.mu.Lock()
+		qp.sq = qp.sq[:0]
+		for _, k := range c.kinds {
+			qp.sq = append(qp.sq, &sqEntry{kind: k})
+		}
+		qp.mu.Unlock()
+		if got := qp.awaitsWire(); got != c.want {
+			t.Errorf("%s: awaitsWire = %v, want %v", c.what, got, c.want)
+		}
+	}
+	qp.mu.Lock()
+	qp.sq = qp.sq[:0]
+	qp.mu.Unlock()
+}
+
+// A Read Response wakes the send goroutine only when it lets the work
+// request that waits to start go (here the ORD of one): a wake-up for
+// a work request that waits for something else (a batch still being
+// posted) is a hand-off for nothing, one per Response in a window of
+// Reads.
+func TestReadResponseWakesOnlyWhatItFrees(t *testing.T) {
+	dev := NewDevice(DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	cq := dev.NewCompletionQueue(8)
+	qp, err := pd.NewQueuePair(QPConfig{SendCQ: cq, RecvCQ: cq, ORD: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close(context.Background())
+	var h ddp.Header
+	h.Tagged, h.Last = true, true
+	h.RsvdULP[0] = byte(MakeControl(OpReadResponse))
+	woken := func() bool {
+		select {
+		case <-qp.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, c := range []struct {
+		what string
+		next sqKind // the work request posted after the outstanding Read
+		want bool
+	}{
+		{"a Read beyond the ORD", kindRead, true},
+		{"a Write posted in a batch", kindWrite, false},
+	} {
+		read := &sqEntry{kind: kindRead}
+		qp.mu.Lock()
+		qp.sq = append(qp.sq[:0], read, &sqEntry{kind: c.next})
+		qp.started = 1
+		qp.reads = append(qp.reads[:0], read)
+		qp.mu.Unlock()
+		woken()
+		(*receiver)(qp).Deliver(&ddp.Delivery{Header: h})
+		if got := woken(); got != c.want {
+			t.Errorf("the Response to a Read with %s waiting: woke the send goroutine %v, want %v", c.what, got, c.want)
+		}
+		qp.mu.Lock()
+		qp.sq, qp.started, qp.reads = qp.sq[:0], 0, qp.reads[:0]
+		qp.mu.Unlock()
+	}
+}

@@ -161,12 +161,12 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 	case op == OpReadResponse:
 		qp.mu.Lock()
 		e := qp.reads[0] // CheckSegment made sure there is one
+		waited := qp.waitsForResponses()
 		qp.reads = dropFirst(qp.reads)
-		waiting := qp.started < len(qp.sq)
+		freed := waited && !qp.waitsForResponses()
 		qp.mu.Unlock()
-		if waiting {
-			// A work request may be waiting for this Read (the ORD, a
-			// Fence).
+		if freed {
+			// A work request waited for this Read (the ORD, a Fence).
 			signal(qp.wake)
 		}
 		// "An RDMA Read operation MUST NOT be Completed at the Local Peer
@@ -394,10 +394,11 @@ func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
 	// The buffer serves a later Response; then the request stops being
 	// outstanding, and a work request waiting for the AtomicORD may go.
 	qp.stream.Post(QNAtomicResp, d.Buffer)
+	waited := qp.waitsForResponses()
 	qp.atomics = dropFirst(qp.atomics)
-	waiting := qp.started < len(qp.sq)
+	freed := waited && !qp.waitsForResponses()
 	qp.mu.Unlock()
-	if waiting {
+	if freed {
 		signal(qp.wake)
 	}
 	qp.complete(e, StatusSuccess, nil)

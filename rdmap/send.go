@@ -113,28 +113,16 @@ func (qp *QueuePair) take(responses []response, wrs []*sqEntry) (_ []response, _
 	m := copy(qp.queued, qp.queued[n:])
 	clear(qp.queued[m:])
 	qp.queued = qp.queued[:m]
-loop:
 	for qp.started < len(qp.sq) && len(responses)+len(wrs) < maxBatch && bytes < maxBatchBytes {
-		e := qp.sq[qp.started]
-		if e.fence && len(qp.reads)+len(qp.atomics) > 0 {
+		if qp.waitsForResponses() {
 			break
 		}
+		e := qp.sq[qp.started]
 		switch e.kind {
 		case kindRead:
-			// "the RDMAP layer MUST NOT exceed the maximum number of
-			// outstanding, outbound RDMA Read Requests that were
-			// negotiated" (RFC 5040 §6.1)
-			if len(qp.reads) >= qp.cfg.ORD {
-				break loop
-			}
 			qp.reads = append(qp.reads, e)
 			e.qn1MSN = qp.nextQN1MSN()
 		case kindAtomic:
-			// The same for Atomic Requests, with the limit the ULP
-			// negotiated (RFC 7306 §5.2.2 rules 4 and 5).
-			if len(qp.atomics) >= qp.cfg.AtomicORD {
-				break loop
-			}
 			qp.atomics = append(qp.atomics, e)
 			e.qn1MSN = qp.nextQN1MSN()
 		}
@@ -149,6 +137,31 @@ loop:
 	}
 	qp.mu.Unlock()
 	return responses, wrs, len(responses)+len(wrs) == 0
+}
+
+// waitsForResponses reports whether the next work request to start must
+// wait for RDMA Read or Atomic Responses to arrive: take stops there, and
+// the Response that lets it go wakes the send goroutine. The caller holds
+// qp.mu.
+func (qp *QueuePair) waitsForResponses() bool {
+	if qp.started == len(qp.sq) {
+		return false
+	}
+	e := qp.sq[qp.started]
+	switch {
+	case e.fence && len(qp.reads)+len(qp.atomics) > 0:
+		return true
+	case e.kind == kindRead:
+		// "the RDMAP layer MUST NOT exceed the maximum number of
+		// outstanding, outbound RDMA Read Requests that were
+		// negotiated" (RFC 5040 §6.1)
+		return len(qp.reads) >= qp.cfg.ORD
+	case e.kind == kindAtomic:
+		// The same for Atomic Requests, with the limit the ULP
+		// negotiated (RFC 7306 §5.2.2 rules 4 and 5).
+		return len(qp.atomics) >= qp.cfg.AtomicORD
+	}
+	return false
 }
 
 // answer sends a Read or Atomic Response for a Request the receive side
