@@ -21,12 +21,7 @@ import (
 func TestAtomicConcurrentMPA(t *testing.T) {
 	const adds, window, locks = 500, 8, 40
 	cfgs := []Config{{}, {Revision: 1}, {Markers: true}, {NoCRC: true}, {Revision: 1, Markers: true}, {ClientServer: true}}
-	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	pd := dev.NewProtectionDomain()
-	shared, err := pd.RegisterMemory(make([]byte, 64), 0, rdmap.RemoteAtomic|rdmap.RemoteRead|rdmap.RemoteWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, pd, shared := rdmaptest.AtomicTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var requesters []*rdmaptest.Peer
@@ -66,12 +61,10 @@ func TestAtomicConcurrentMPA(t *testing.T) {
 		requesters = append(requesters, a)
 	}
 	rdmaptest.RunAtomics(t, ctx, requesters, shared, func() {
-		for i, resp := range responders {
-			respConns[i].Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			resp.Close(ctx)
-			cancel()
+		for _, c := range respConns {
+			c.Close()
 		}
+		rdmaptest.CloseAll(responders)
 	}, adds, window, locks)
 	total := len(cfgs) * adds
 	t.Logf("%d MPA connections: %d FetchAdds, %d locked updates", len(cfgs), total, len(cfgs)*locks)

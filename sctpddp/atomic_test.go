@@ -19,12 +19,7 @@ import (
 func TestAtomicConcurrentSCTP(t *testing.T) {
 	checkGoroutines(t)
 	const assocs, sessions, adds, window, locks = 2, 3, 300, 8, 30
-	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	pd := dev.NewProtectionDomain()
-	shared, err := pd.RegisterMemory(make([]byte, 64), 0, rdmap.RemoteAtomic|rdmap.RemoteRead|rdmap.RemoteWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, pd, shared := rdmaptest.AtomicTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var responders []*rdmap.QueuePair
@@ -58,12 +53,6 @@ func TestAtomicConcurrentSCTP(t *testing.T) {
 			requesters = append(requesters, a)
 		}
 	}
-	rdmaptest.RunAtomics(t, ctx, requesters, shared, func() {
-		for _, resp := range responders {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			resp.Close(ctx)
-			cancel()
-		}
-	}, adds, window, locks)
+	rdmaptest.RunAtomics(t, ctx, requesters, shared, func() { rdmaptest.CloseAll(responders) }, adds, window, locks)
 	t.Logf("%d DDP Stream Sessions on %d associations: %d FetchAdds, %d locked updates", len(requesters), assocs, len(requesters)*adds, len(requesters)*locks)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/iwarpgo/iwarp/rdmap"
 )
@@ -144,4 +145,28 @@ func RunAtomics(t testing.TB, ctx context.Context, requesters []*Peer, shared *r
 		}
 	}
 	CheckAtomicTotals(t, shared, seen, adds, locks)
+}
+
+// AtomicTarget returns a device of its own, a protection domain on it
+// and, registered there with the rights a remote requester needs, the
+// 64-octet region whose words RunAtomics works on.
+func AtomicTarget(t testing.TB) (*rdmap.Device, *rdmap.ProtectionDomain, *rdmap.MemoryRegion) {
+	t.Helper()
+	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	pd := dev.NewProtectionDomain()
+	shared, err := pd.RegisterMemory(make([]byte, 64), 0, rdmap.RemoteAtomic|rdmap.RemoteRead|rdmap.RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, pd, shared
+}
+
+// CloseAll closes the queue pairs, giving each 2 s to drain: RunAtomics's
+// stop for the responders.
+func CloseAll(qps []*rdmap.QueuePair) {
+	for _, qp := range qps {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		qp.Close(ctx)
+		cancel()
+	}
 }
