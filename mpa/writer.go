@@ -59,9 +59,12 @@ type Writer struct {
 // FPDUs the DDP sender hands over between two flushes (the segments of
 // one message, or of several queued together, such as a run of RDMA
 // Read Requests) leave in gather writes of up to this many. rdmap hands
-// over up to 32 messages between flushes: a window of Read Requests
-// leaves in one write (docs/performance.md).
-const maxQueued = 32
+// over up to 128 messages, 4 MiB, between flushes: a window of Read
+// Requests leaves in one write, and 64 KiB messages (two FPDUs each)
+// in writes of 4 MiB (docs/performance.md). The Writer holds this many
+// slots of 70 octets, and with Markers this many FPDUs' Markers (524
+// octets each).
+const maxQueued = 128
 
 // maxQueuedHeader is the longest header Queue copies; a longer one is
 // written at once.
