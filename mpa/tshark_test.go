@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
-	"github.com/iwarpgo/iwarp/internal/tshark"
 	"io"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/internal/tshark"
 )
 
 // tshark (Wireshark's dissectors) is the independent check of the wire

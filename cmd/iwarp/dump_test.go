@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/iwarpgo/iwarp/internal/tshark"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/internal/tshark"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	tsharkopt "github.com/iwarpgo/iwarp/internal/tshark"
 	"io"
 	"net"
 	"net/netip"
@@ -21,6 +20,7 @@ import (
 	"github.com/iwarpgo/iwarp/ddp"
 	icapture "github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	tsharkopt "github.com/iwarpgo/iwarp/internal/tshark"
 	"github.com/iwarpgo/iwarp/mpa"
 )
 
