@@ -62,7 +62,9 @@ type LLP interface {
 	// another goroutine holds may keep the caller's request for it, to
 	// hand the work over once done reports true; a caller that returned
 	// false and then stops waiting calls Poll with a nil done, which
-	// withdraws that request and returns false.
+	// withdraws that request and returns false. So does a waiter that
+	// sleeps without receiving (what it waits for may come another
+	// way): the LLP must then not leave its receive work to nobody.
 	Poll(ctx context.Context, done func() bool) bool
 }
 

@@ -203,6 +203,8 @@ type Conn struct {
 	seq        uint32          // the sequence number of the next segment on the stream
 	want       atomic.Bool     // a waiter asks for the token
 	releases   atomic.Uint64   // the times a waiter let go of the token
+	handed     atomic.Bool     // the token was handed to a waiter that has not called since
+	resume     chan struct{}   // 1-buffered: a waiter that will not read found the token free
 	rxEnded    atomic.Bool     // the receive side has ended: nobody reads any more
 	kicked     atomic.Bool     // the read deadline is in the past (kickIfDone)
 	kmu        sync.Mutex      // guards holderCtx, holderDone and wanterDone; serialises kickIfDone and unkick
@@ -332,7 +334,7 @@ func (c *Conn) Close() error {
 }
 
 func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx Options, responder bool) *Conn {
-	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{})}
+	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{}), resume: make(chan struct{}, 1)}
 	c.w = NewWriter(nc, tx)
 	c.mulpdu.Store(int32(c.w.MULPDU()))
 	c.tcp = tcpConn(nc)

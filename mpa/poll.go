@@ -33,7 +33,11 @@ import (
 // receive goroutine takes the token back when a whole lease has passed
 // in which the token was free and no waiter came back for it: FPDUs
 // that nobody waits for (RDMA Writes, Read Requests, a Terminate) then
-// wait at most two leases. While it sleeps it looks at the token holder
+// wait at most two leases. It takes it back at once when a waiter goes
+// to sleep without reading (Poll with a nil done, from a waiter whose
+// next completion the send route brings) and finds the token free,
+// unless the token was handed to that waiter and this is its first call
+// since: the token is kept for the waiter's next wait. While it sleeps it looks at the token holder
 // every lease and interrupts the holder's read (a read deadline in the
 // past) when the holder's context has ended or what it waits for has
 // come by another way (its done reports true: a completion
@@ -44,8 +48,8 @@ import (
 // FPDU brought, within a lease.
 
 // lease is how long the token may stay unused before the receive
-// goroutine takes it back.
-const lease = 5 * time.Millisecond
+// goroutine takes it back (a variable for tests).
+var lease = 5 * time.Millisecond
 
 // longAgo is a read deadline that has passed: it interrupts a read.
 var longAgo = time.Unix(1, 0)
@@ -65,15 +69,28 @@ func (c *Conn) canPoll() bool {
 // reports true (then it returns true), ctx ends, or the stream ends.
 func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
 	if done == nil {
-		// The waiter leaves: a request it left must not make the
-		// receive goroutine hand the token to nobody later. There is
-		// one request at a time, the last made; withdrawing another
-		// waiter's costs that waiter only the hand-over (its completion
-		// still wakes it).
+		// The waiter leaves, or sleeps without reading: a request it
+		// left must not make the receive goroutine hand the token to
+		// nobody later. There is one request at a time, the last made;
+		// withdrawing another waiter's costs that waiter only the
+		// hand-over (its completion still wakes it).
 		c.kmu.Lock()
 		c.want.Store(false)
 		c.wanterDone = nil
 		c.kmu.Unlock()
+		// A token just handed over is kept for the waiter's next
+		// call, when it comes back to read. Otherwise the token may
+		// not stay free while this waiter sleeps: what it waits for
+		// may be an FPDU (a Send's, after the last Read Response it
+		// read itself), which would then wait for the receive
+		// goroutine's next look, up to two leases later.
+		if !c.handed.Swap(false) && c.rx.TryLock() {
+			c.rx.Unlock()
+			select {
+			case c.resume <- struct{}{}:
+			default:
+			}
+		}
 		return false
 	}
 	if !c.canPoll() || c.rxEnded.Load() || c.isClosed() {
@@ -86,6 +103,7 @@ func (c *Conn) Poll(ctx context.Context, done func() bool) bool {
 		c.kmu.Unlock()
 		return false
 	}
+	c.handed.Store(false)
 	c.kmu.Lock()
 	c.holderCtx, c.holderDone = ctx, done
 	c.kmu.Unlock()
@@ -150,9 +168,17 @@ func (c *Conn) readLoop() {
 		c.want.Store(false)
 		c.wanterDone = nil
 		c.kmu.Unlock()
+		// A resume sent before this goroutine last took the token asked
+		// for what it has done since.
+		select {
+		case <-c.resume:
+		default:
+		}
+		c.handed.Store(true)
 		seen := c.releases.Load()
 		c.rx.Unlock()
 		c.sleep(seen)
+		c.handed.Store(false)
 	}
 }
 
@@ -178,6 +204,13 @@ func (c *Conn) sleep(seen uint64) {
 	for {
 		select {
 		case <-t.C:
+		case <-c.resume:
+			// A waiter sleeps without reading and found the token
+			// free: take it now, unless a waiter took it since.
+			if c.rx.TryLock() {
+				return
+			}
+			continue
 		case <-c.closed:
 			c.rx.Lock()
 			return

@@ -250,3 +250,38 @@ func TestWaiterWithdrawsRequest(t *testing.T) {
 		}
 	}
 }
+
+// A waiter that goes to sleep without reading (on a send CQ whose send
+// queue holds no Read) has the receive goroutine take the token back at
+// once, when a waiter that read before (a Read's) left it free: an FPDU
+// arriving meanwhile, such as a Send answering a Send, is read as it
+// arrives instead of at the receive goroutine's next look, up to two
+// leases (10 ms) later. The lease is an hour here, so only the sleeping
+// waiter can bring the token back.
+func TestSleepingWaiterResumesReceive(t *testing.T) {
+	saved := lease
+	lease = time.Hour
+	t.Cleanup(func() { lease = saved })
+	noLeaks(t)
+	a, b := newPeer(t, rdmap.QPConfig{}), newPeer(t, rdmap.QPConfig{})
+	ac, _ := connectPair(t, Config{}, Config{}, a, b)
+	src := b.Reg(t, 64, rdmap.RemoteRead)
+	// Reads until one's waiter was handed the token: it reads in the
+	// next Read's Wait and lets the token go when that Read completes.
+	for i := 0; tokenHeld(ac); i++ {
+		if i == 100 {
+			t.Fatal("the receive goroutine kept the token through 100 Reads")
+		}
+		warmUp(t, a, src)
+	}
+	warmUp(t, a, src)
+	if tokenHeld(ac) {
+		t.Fatal("the token is held after the Read's waiter let it go")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := a.SCQ.Wait(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Wait on an empty send queue: %v", err)
+	}
+	waitUntil(t, func() bool { return tokenHeld(ac) })
+}

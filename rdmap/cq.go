@@ -314,12 +314,20 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		cq.mu.Unlock()
 		// Not under cq.mu: a queue pair reports completions holding its
 		// own lock, which therefore comes first.
-		if qp != nil && ctx.Err() == nil && (!sends || qp.awaitsWire()) {
+		if qp != nil && ctx.Err() == nil {
 			if llp := qp.receiver(); llp != nil {
-				if llp.Poll(ctx, cq.ready) {
-					continue
+				if !sends || qp.awaitsWire() {
+					if llp.Poll(ctx, cq.ready) {
+						continue
+					}
+					asked = llp
+				} else {
+					// This waiter sleeps without receiving:
+					// the LLP must not leave its receive work
+					// to nobody (a waiter that received
+					// before may have let go of it).
+					llp.Poll(ctx, nil)
 				}
-				asked = llp
 			}
 		}
 		cq.mu.Lock()
