@@ -63,6 +63,11 @@ type linkFlags struct {
 	// flags of its own: rping); its PrivateData goes with the set-up
 	// over either transport.
 	mpa *mpa.Config
+	// refused, when set, hears of each connection the transport's
+	// listener refuses before the command sees it (its peer or
+	// startup limits, a DTLS handshake evicted; mpa.Config.Refused,
+	// sctpddp.Config.Refused).
+	refused func(remote net.Addr, why error)
 }
 
 // mpaConfig returns a fresh MPA configuration for a connection.
@@ -341,6 +346,9 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 	url := ep.String()
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
+		if f.refused != nil {
+			cfg.MPA.Refused = f.refused
+		}
 		l.privateData = cfg.MPA.PrivateData
 		if rec != nil {
 			var err error
@@ -359,6 +367,9 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 		}
 		if !auth {
 			fmt.Fprintln(stderr, "iwarp: warning: clients are not authenticated (give --psk to both ends to authenticate them)")
+		}
+		if f.refused != nil {
+			scfg.Refused = f.refused
 		}
 		cfg.SCTP, l.sctpConfig, l.authenticated, l.fingerprint = scfg, scfg, auth, fp
 		if f.mpa != nil {

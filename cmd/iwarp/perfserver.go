@@ -16,6 +16,9 @@ import (
 // perfServe is "iwarp perf --listen": it answers perf clients until ctx
 // is done, with a plain TCP or SCTP listener beside for --compare-raw.
 func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
+	o.link.refused = func(remote net.Addr, why error) {
+		fmt.Fprintf(stderr, "iwarp perf: refused %s: %v\n", remote, why)
+	}
 	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err

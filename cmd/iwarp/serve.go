@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -46,7 +47,9 @@ What a peer can make it hold is bounded: --max-conns connections in all,
 --mem-budget octets of regions and buffers in all (a connection that would exceed a limit is rejected
 with MPA's R bit or a DDP Stream Session Reject, and reported as a
 "refused" event), and a connection on which nothing arrives or leaves for
---idle-timeout is closed.
+--idle-timeout is closed. Connections that the transport's listener
+refuses before serve sees them (its own limits per peer address and on
+startups or DTLS handshakes) are reported as "refused" events too.
 For sctp:// it uses a self-signed certificate (or --cert/--key) and prints
 its fingerprint for clients to pin; with --psk both ends share a key
 instead. Without --psk clients are not authenticated (it says so).
@@ -194,11 +197,14 @@ func (l *eventLog) emit(v any, text string) {
 }
 
 func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.Writer) error {
+	log := &eventLog{w: stdout, json: o.json}
+	o.link.refused = func(remote net.Addr, why error) {
+		log.emit(map[string]any{"event": "refused", "peer": remote.String(), "reason": why.Error()}, fmt.Sprintf("refused %s: %v", remote, why))
+	}
 	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err
 	}
-	log := &eventLog{w: stdout, json: o.json}
 	url := ep.scheme + "://" + l.Addr().String()
 	ev := map[string]any{"event": "listening", "url": url}
 	text := "listening on " + url

@@ -375,3 +375,31 @@ func TestServePeerIsIPv6Prefix(t *testing.T) {
 		t.Fatalf("after its connection was released, the /64 was refused: %s", why)
 	}
 }
+
+// A connection that the transport's listener refuses before serve sees it
+// (here mpa's limit of 64 connections per peer address, reached with
+// TCP connections that never send their MPA Request) is reported as a
+// refused event with the transport's reason, as serve's own refusals are.
+func TestServeReportsTransportRefusals(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0")
+	addr := strings.TrimPrefix(s.url, "tcp://")
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range mpa.DefaultMaxPerPeer + 1 {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	ev := s.next("refused")
+	if !strings.HasPrefix(fmt.Sprint(ev["peer"]), "127.0.0.3:") || ev["reason"] != mpa.ErrPeerLimit.Error() {
+		t.Fatalf("refused event %v; want peer 127.0.0.3 and %q", ev, mpa.ErrPeerLimit)
+	}
+	s.stop()
+}
