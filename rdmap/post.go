@@ -178,6 +178,16 @@ func (qp *QueuePair) post(e *sqEntry) error {
 	if len(qp.sq) >= qp.cfg.SendDepth {
 		return fmt.Errorf("%w: %d work requests outstanding", ErrSendQueue, len(qp.sq))
 	}
+	if len(qp.sq) == cap(qp.sq) {
+		// Completions take from the front, so a queue that never
+		// empties (a window of Reads kept full) slides to the end of
+		// its array: move it back to the front, where SendDepth
+		// entries fit, rather than let append allocate another.
+		base := qp.sqBase[:cap(qp.sqBase)]
+		n := copy(base, qp.sq)
+		clear(base[n:])
+		qp.sq = base[:n]
+	}
 	qp.sq = append(qp.sq, e)
 	if qp.batch == 0 {
 		qp.kick()
