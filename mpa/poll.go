@@ -37,15 +37,15 @@ import (
 // to sleep without reading (Poll with a nil done, from a waiter whose
 // next completion the send route brings) and finds the token free,
 // unless the token was handed to that waiter and this is its first call
-// since: the token is kept for the waiter's next wait. While it sleeps it looks at the token holder
-// every lease and interrupts the holder's read (a read deadline in the
-// past) when the holder's context has ended or what it waits for has
-// come by another way (its done reports true: a completion
-// the queue pair's send side or a flush reported); Close interrupts it at
-// once. The Reader keeps whatever part of an FPDU it had read for the
-// next holder. So a waiter's round trip sets no timer and allocates
-// nothing, and a waiter sees its context end, or a completion that no
-// FPDU brought, within a lease.
+// since: the token is kept for the waiter's next wait. While it sleeps
+// it looks at the token holder every lease and interrupts the holder's
+// read (a read deadline in the past) when the holder's context has ended
+// or what it waits for has come by another way (its done reports true:
+// a completion the queue pair's send side or a flush reported); Close
+// interrupts it at once. The Reader keeps whatever part of an FPDU it
+// had read for the next holder. So a waiter's round trip sets no timer
+// and allocates nothing, and a waiter sees its context end, or a
+// completion that no FPDU brought, within a lease.
 
 // lease is how long the token may stay unused before the receive
 // goroutine takes it back (a variable for tests).
