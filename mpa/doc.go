@@ -68,7 +68,9 @@
 //     connection's FPDUs can bring (Conn.Poll, ddp.LLP), so that the
 //     network wakes the waiter directly. The receive goroutine takes the
 //     token back after a lease (5 ms) in which the waiter did not come
-//     back, and interrupts the read of a waiter whose context has ended
+//     back, or at once when a waiter goes to sleep without reading
+//     (Poll with a nil done), and interrupts the read of a waiter whose
+//     context has ended
 //     or whose completion came by another way (a flush); Close
 //     interrupts it at once.
 //   - A stopped stream's last writes (a Terminate) and the graceful close
