@@ -347,6 +347,9 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
 		if f.refused != nil {
+			// Through the --pcap relay the listener sees the relay's
+			// address, and may refuse before the relay has noted the
+			// real peer: refusals name the relay's address then.
 			cfg.MPA.Refused = f.refused
 		}
 		l.privateData = cfg.MPA.PrivateData
@@ -399,13 +402,19 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 
 // runRelay records what crosses the relay's connections to the listener
 // at inner, and remembers each one's real peer by the relay's address at
-// the listener.
+// the listener until the connection ends (Accept takes it sooner; a
+// connection the listener refuses or that never comes to Accept must not
+// leave it behind).
 func runRelay(ctx context.Context, relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
 	capture.Relay(ctx, relay, inner, func(c, d net.Conn) (func(bool, []byte), func()) {
-		peers.Store(d.LocalAddr().String(), [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
+		key := d.LocalAddr().String()
+		peers.Store(key, [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
 		tr := rec.tcpConn()
 		tr.bind(c.RemoteAddr(), c.LocalAddr())
-		return tr.write, tr.close
+		return tr.write, func() {
+			peers.Delete(key)
+			tr.close()
+		}
 	})
 }
 

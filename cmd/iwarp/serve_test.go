@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,4 +403,65 @@ func TestServeReportsTransportRefusals(t *testing.T) {
 		t.Fatalf("refused event %v; want peer 127.0.0.3 and %q", ev, mpa.ErrPeerLimit)
 	}
 	s.stop()
+}
+
+// Through the --pcap relay, the listener remembers each connection's real
+// peer until Accept takes it; a connection that never comes to Accept
+// (refused by the transport's listener, or closed during its startup)
+// leaves nothing behind once it ends. (Before, each such connection left
+// its entry for the listener's life.)
+func TestRelayForgetsUnacceptedPeers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var refusedFrom []string
+	f := &linkFlags{pcap: filepath.Join(t.TempDir(), "relay.pcap")}
+	f.refused = func(a net.Addr, why error) {
+		mu.Lock()
+		refusedFrom = append(refusedFrom, a.String())
+		mu.Unlock()
+	}
+	l, rec, err := listenRecorded(ctx, endpoint{scheme: "tcp", addr: "127.0.0.1:0"}, f, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	defer l.Close()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	var conns []net.Conn
+	for range mpa.DefaultMaxPerPeer + 1 {
+		c, err := d.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// The listener refuses the last: all come from the relay's address.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(refusedFrom)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no refusal reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	for {
+		n := 0
+		l.peers.Range(func(any, any) bool { n++; return true })
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d peers still remembered after their connections ended", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
