@@ -14,10 +14,12 @@ import (
 )
 
 // ReadDepth is the IRD and ORD of perf's queue pairs, and the AtomicIRD
-// of its server: Linux siw's limit (SIW_MAX_IRD_QP, SIW_MAX_ORD_QP), which
-// perftest, asking the device, uses for the RDMA Reads it keeps
-// outstanding.
-const ReadDepth = 128
+// of its server: twice Linux siw's limit (SIW_MAX_IRD_QP, SIW_MAX_ORD_QP),
+// which perftest, asking the device, uses for the RDMA Reads it keeps
+// outstanding. A window of 128 RDMA Reads of 64 KiB (8 MiB) left the
+// Read stream short between two processes on a two-core machine, 256 did
+// not (docs/performance.md, "A window of 256 Reads").
+const ReadDepth = 256
 
 // Server answers perf clients: one ServerConn per connection, and a raw
 // listener beside (ServeRawTCP, ServeRawSCTP) for their comparisons.
