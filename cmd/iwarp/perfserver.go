@@ -16,6 +16,9 @@ import (
 // perfServe is "iwarp perf --listen": it answers perf clients until ctx
 // is done, with a plain TCP or SCTP listener beside for --compare-raw.
 func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
+	// Clients' goroutines, the raw listener's and the transport's
+	// listener (its refusals) all write lines here.
+	stderr = &lockedWriter{w: stderr}
 	o.link.refused = func(remote net.Addr, why error) {
 		fmt.Fprintf(stderr, "iwarp perf: refused %s: %v\n", remote, why)
 	}
