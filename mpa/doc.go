@@ -67,7 +67,7 @@
 //     waiting on a completion queue whose next completion only this
 //     connection's FPDUs can bring (Conn.Poll, ddp.LLP), so that the
 //     network wakes the waiter directly. The receive goroutine takes the
-//     token back after a lease (5 ms) in which the waiter did not come
+//     token back after a lease (20 ms) in which the waiter did not come
 //     back, or at once when a waiter goes to sleep without reading
 //     (Poll with a nil done), and interrupts the read of a waiter whose
 //     context has ended

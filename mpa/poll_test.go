@@ -136,7 +136,8 @@ func TestSendCQWaiterClosed(t *testing.T) {
 // for its Read Response leaves the token with the receive goroutine, which
 // goes on reading, so the Response is read as it arrives. (Handed over
 // after the Write, the token stayed with nobody, the waiter asleep on its
-// CQ, until the receive goroutine's lease ended: 5 ms more on the Read.)
+// CQ, until the receive goroutine's lease ended: a lease more on the
+// Read.)
 func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	noLeaks(t)
 	writes, obs := countWrites() // RDMA Write segments placed at a
@@ -256,7 +257,7 @@ func TestWaiterWithdrawsRequest(t *testing.T) {
 // once, when a waiter that read before (a Read's) left it free: an FPDU
 // arriving meanwhile, such as a Send answering a Send, is read as it
 // arrives instead of at the receive goroutine's next look, up to two
-// leases (10 ms) later. The lease is an hour here, so only the sleeping
+// leases later. The lease is an hour here, so only the sleeping
 // waiter can bring the token back.
 func TestSleepingWaiterResumesReceive(t *testing.T) {
 	saved := lease
