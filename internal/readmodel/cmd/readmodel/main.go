@@ -1,11 +1,12 @@
 // Command readmodel runs package readmodel between two processes:
 //
 //	go run ./internal/readmodel/cmd/readmodel -listen 127.0.0.1:6000 &
-//	go run ./internal/readmodel/cmd/readmodel -connect 127.0.0.1:6000 [-fpdus] [-iters 6000] [-rounds 7]
+//	go run ./internal/readmodel/cmd/readmodel -connect 127.0.0.1:6000 [-fpdus] [-iters 6000] [-rounds 7] [-window 128] [-stream=false]
 //
 // Each round moves iters answers as a plain stream, then as Reads, on
 // fresh connections, and prints both rates (MB/s, 2^20 octets) and the
-// Read's ratio to the stream; the last line is the median ratio.
+// Read's ratio to the stream; the last line is the median ratio. With
+// -stream=false it moves the Reads alone and prints their rate.
 package main
 
 import (
@@ -26,14 +27,15 @@ func main() {
 	iters := flag.Int("iters", 6000, "answers per round and mode")
 	rounds := flag.Int("rounds", 7, "rounds")
 	window := flag.Int("window", 128, "Reads outstanding")
+	stream := flag.Bool("stream", true, "also move each round's answers as a plain stream, for the ratio")
 	flag.Parse()
-	if err := run(*listen, *connect, *fpdus, *iters, *rounds, *window); err != nil {
+	if err := run(*listen, *connect, *fpdus, *stream, *iters, *rounds, *window); err != nil {
 		fmt.Fprintln(os.Stderr, "readmodel:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, connect string, fpdus bool, iters, rounds, window int) error {
+func run(listen, connect string, fpdus, stream bool, iters, rounds, window int) error {
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
@@ -53,6 +55,14 @@ func run(listen, connect string, fpdus bool, iters, rounds, window int) error {
 	}
 	var ratios []float64
 	for range rounds {
+		if !stream {
+			r, err := rate(func() error { return readmodel.Read(connect, fpdus, iters, window) })
+			if err != nil {
+				return err
+			}
+			fmt.Printf("read %6.0f MB/s\n", r)
+			continue
+		}
 		s, err := rate(func() error { return readmodel.Stream(connect, fpdus, iters) })
 		if err != nil {
 			return err
@@ -63,6 +73,9 @@ func run(listen, connect string, fpdus bool, iters, rounds, window int) error {
 		}
 		ratios = append(ratios, r/s)
 		fmt.Printf("stream %6.0f MB/s  read %6.0f MB/s  ratio %.3f\n", s, r, r/s)
+	}
+	if !stream {
+		return nil
 	}
 	slices.Sort(ratios)
 	fmt.Printf("median ratio %.3f over %d rounds\n", ratios[len(ratios)/2], rounds)
