@@ -88,8 +88,11 @@ it only within --conn-budget per connection and --mem-budget in all
 (each connection counted 1 MiB for itself besides), in a protection
 domain limited to what was granted, and serves --max-conns connections
 at once, --max-conns-per-peer from one peer (an IPv4 address or an
-IPv6 /64). Beyond a limit the client is told why, and prints it. A connection that sends no hello
-within 10 s, or on which nothing moves for --idle-timeout, is closed.
+IPv6 /64). Beyond a limit the client is told why, and prints it; the
+server prints each refusal on stderr, at most 100 at once and 10 a
+second after that, and counts those it did not print. A connection that
+sends no hello within 10 s, or on which nothing moves for
+--idle-timeout, is closed.
 The raw listener serves only clients with a live perf connection (its
 advert gives a token), within what that connection was granted, one
 transfer at a time, under the same connection limits and timeouts.

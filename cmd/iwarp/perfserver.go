@@ -19,9 +19,13 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 	// Clients' goroutines, the raw listener's and the transport's
 	// listener (its refusals) all write lines here.
 	stderr = &lockedWriter{w: stderr}
-	o.link.refused = func(remote net.Addr, why error) {
-		fmt.Fprintf(stderr, "iwarp perf: refused %s: %v\n", remote, why)
-	}
+	refused := newRefusals(func(peer, why string) {
+		fmt.Fprintf(stderr, "iwarp perf: refused %s: %s\n", peer, why)
+	}, func(n int) {
+		fmt.Fprintf(stderr, "iwarp perf: %d more refused connections not reported\n", n)
+	})
+	defer refused.close()
+	o.link.refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
 	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err
@@ -56,10 +60,10 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 				}
 				return c.close, nil
 			}, p.reject)
-			var refused *perf.RefusedError
+			var refusal *perf.RefusedError
 			switch {
-			case errors.As(err, &refused):
-				fmt.Fprintf(stderr, "iwarp perf: refused %s: %v\n", p.peer, err)
+			case errors.As(err, &refusal):
+				refused.report(p.peer, err.Error())
 			case err != nil && ctx.Err() == nil:
 				fmt.Fprintf(stderr, "iwarp perf: client %s: %v\n", p.peer, err)
 			}

@@ -49,7 +49,11 @@ with MPA's R bit or a DDP Stream Session Reject, and reported as a
 "refused" event), and a connection on which nothing arrives or leaves for
 --idle-timeout is closed. Connections that the transport's listener
 refuses before serve sees them (its own limits per peer address and on
-startups or DTLS handshakes) are reported as "refused" events too.
+startups or DTLS handshakes) are reported as "refused" events too. So
+that a flood of refused connections cannot fill the log, at most 100
+refusals are reported at once and 10 a second after that; an
+"unreported" event counts those held back, before the next refusal
+reported and when serve stops.
 For sctp:// it uses a self-signed certificate (or --cert/--key) and prints
 its fingerprint for clients to pin; with --psk both ends share a key
 instead. Without --psk clients are not authenticated (it says so).
@@ -89,6 +93,7 @@ With --json, stdout has one JSON object per line, its kind in "event";
 	{"event":"closed","conn":1,"mr_sha256":".."}   (the region's final contents)
 	{"event":"observed","demo":"127.0.0.1:8080","tab":3}   (with --observe)
 	{"event":"refused","peer":"127.0.0.1:50001","reason":".."}
+	{"event":"unreported","refused":57}   (refusals not reported, above)
 	{"event":"idle","conn":1}   (closed after --idle-timeout)
 
 Numbers (STag, TO, layer, etype, ecode) are JSON numbers.
@@ -198,9 +203,13 @@ func (l *eventLog) emit(v any, text string) {
 
 func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.Writer) error {
 	log := &eventLog{w: stdout, json: o.json}
-	o.link.refused = func(remote net.Addr, why error) {
-		log.emit(map[string]any{"event": "refused", "peer": remote.String(), "reason": why.Error()}, fmt.Sprintf("refused %s: %v", remote, why))
-	}
+	refused := newRefusals(func(peer, why string) {
+		log.emit(map[string]any{"event": "refused", "peer": peer, "reason": why}, fmt.Sprintf("refused %s: %s", peer, why))
+	}, func(n int) {
+		log.emit(map[string]any{"event": "unreported", "refused": n}, fmt.Sprintf("%d more refused connections not reported", n))
+	})
+	defer refused.close()
+	o.link.refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
 	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err
@@ -248,7 +257,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		release, why := lim.take(p.peer)
 		if why != "" {
 			p.reject()
-			log.emit(map[string]any{"event": "refused", "peer": p.peer, "reason": why}, fmt.Sprintf("refused %s: %s", p.peer, why))
+			refused.report(p.peer, why)
 			continue
 		}
 		n++

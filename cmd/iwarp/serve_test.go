@@ -311,6 +311,41 @@ func rss(t *testing.T, pid int) int64 {
 	return 0
 }
 
+// A peer refused again and again (here past --max-conns-per-peer) gets
+// at most refusalBurst "refused" events at once and refusalRate a second
+// after that; the rest are counted in "unreported" events, the last when
+// serve stops, so that every refusal is accounted for.
+func TestServeBoundsRefusalReports(t *testing.T) {
+	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--max-conns-per-peer", "1")
+	addr := strings.TrimPrefix(s.url, "tcp://")
+	start := time.Now()
+	accepted, rejected, conns := attack(t, "127.0.0.1", addr, refusalBurst+61)
+	took := time.Since(start)
+	s.stop()
+	for _, c := range conns {
+		c.Close()
+	}
+	reported, unreported := 0, 0
+	for ev := range s.events {
+		switch ev["event"] {
+		case "refused":
+			reported++
+		case "unreported":
+			unreported += int(ev["refused"].(float64))
+		}
+	}
+	if accepted != 1 || rejected != refusalBurst+60 {
+		t.Fatalf("accepted %d, rejected %d; want 1 and %d", accepted, rejected, refusalBurst+60)
+	}
+	if reported+unreported != rejected {
+		t.Fatalf("%d refusals reported and %d counted as unreported, want %d in all", reported, unreported, rejected)
+	}
+	if most := refusalBurst + int(took.Seconds()*refusalRate) + 1; reported > most {
+		t.Fatalf("%d refusals reported in %v, want at most %d", reported, took, most)
+	}
+	t.Logf("%d refusals in %v: %d reported, %d counted", rejected, took.Round(time.Millisecond), reported, unreported)
+}
+
 // One peer that holds many silent connections reaches its limit and is
 // refused the rest, while serve's memory stays bounded and a second peer
 // still connects and moves data; a connection on which nothing moves is

@@ -311,6 +311,20 @@ func (p *proc) count(kind, host string) int {
 	return n
 }
 
+// unreported returns how many refusals serve counted without reporting
+// them one by one ("unreported" events, which name no peer).
+func (p *proc) unreported() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, e := range p.events {
+		if e.m["event"] == "unreported" {
+			n += int(e.m["refused"].(float64))
+		}
+	}
+	return n
+}
+
 func peerHost(m map[string]any) string {
 	h, _, _ := net.SplitHostPort(fmt.Sprint(m["peer"]))
 	return h
