@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
-	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -36,35 +36,20 @@ func TestListenerTCPRequestExpiresWithoutAccept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	type result struct {
-		err  error
-		took time.Duration
-	}
-	out := make(chan result, n)
+	var dials []func() error
 	for range n {
 		cli := newSide(t)
-		go func() {
-			start := time.Now()
+		dials = append(dials, func() error {
 			c, err := mpa.Dial(ctxT(t), "tcp", l.Addr().String(), cli.qp, &mpa.Config{HandshakeTimeout: 5 * time.Second})
 			if err == nil {
 				c.Close()
 			}
-			out <- result{err, time.Since(start)}
-		}()
+			return err
+		})
 	}
 	// Two handshake timeouts from the TCP connection (one for the
 	// Request, one for the application), and slack.
-	const within = 2*hs + 700*time.Millisecond
-	for range n {
-		r := <-out
-		var re *ddp.RejectedError
-		if !errors.As(r.err, &re) {
-			t.Fatalf("an initiator nobody accepted got %v after %v, want a rejection", r.err, r.took)
-		}
-		if r.took > within {
-			t.Fatalf("an initiator was rejected after %v, want within %v", r.took, within)
-		}
-	}
+	rdmaptest.ExpectRejected(t, 2*hs+700*time.Millisecond, dials)
 	if got := refused.Load(); got != n {
 		t.Fatalf("%d refusals reported, want %d", got, n)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -37,32 +37,17 @@ func TestListenerBacklogExpiresWithoutAccept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	type result struct {
-		err  error
-		took time.Duration
-	}
-	out := make(chan result, n)
+	var dials []func() error
 	for range n {
 		p := newPeer(t, rdmap.QPConfig{})
-		go func() {
-			start := time.Now()
+		dials = append(dials, func() error {
 			_, err := Dial(tctx(t), "tcp", l.Addr().String(), p.QP, &Config{HandshakeTimeout: 5 * time.Second})
-			out <- result{err, time.Since(start)}
-		}()
+			return err
+		})
 	}
 	// A Request may wait two handshake timeouts from its TCP connection
 	// (one to arrive, one for Accept); some slack for a loaded machine.
-	const within = 2*hs + 700*time.Millisecond
-	for range n {
-		r := <-out
-		var re *ddp.RejectedError
-		if !errors.As(r.err, &re) {
-			t.Fatalf("an initiator nobody accepted got %v after %v, want a rejection", r.err, r.took)
-		}
-		if r.took > within {
-			t.Fatalf("an initiator was rejected after %v, want within %v", r.took, within)
-		}
-	}
+	rdmaptest.ExpectRejected(t, 2*hs+700*time.Millisecond, dials)
 	if got := refused.Load(); got != n {
 		t.Fatalf("%d refusals reported, want %d", got, n)
 	}

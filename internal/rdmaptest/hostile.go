@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -56,3 +58,33 @@ type FixedORD struct{ *rdmap.QueuePair }
 
 // SetORD fails.
 func (FixedORD) SetORD(int) error { return errors.New("this device cannot change its ORD") }
+
+// ExpectRejected runs the dials at once, each an initiator that nobody
+// accepts, and checks that every one is rejected (a ddp.RejectedError)
+// within within of its start: a listener that nobody serves gives each
+// initiator an answer, and the peer its places back, in time.
+func ExpectRejected(t testing.TB, within time.Duration, dials []func() error) {
+	t.Helper()
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	out := make(chan result, len(dials))
+	for _, dial := range dials {
+		go func() {
+			start := time.Now()
+			err := dial()
+			out <- result{err, time.Since(start)}
+		}()
+	}
+	for range dials {
+		r := <-out
+		var re *ddp.RejectedError
+		if !errors.As(r.err, &re) {
+			t.Fatalf("an initiator nobody accepted got %v after %v, want a rejection", r.err, r.took)
+		}
+		if r.took > within {
+			t.Fatalf("an initiator was rejected after %v, want within %v", r.took, within)
+		}
+	}
+}
