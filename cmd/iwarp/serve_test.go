@@ -469,6 +469,7 @@ func TestRelayForgetsUnacceptedPeers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Close() }) // should the test end early
 		conns = append(conns, c)
 	}
 	// The listener refuses the last: all come from the relay's address.
