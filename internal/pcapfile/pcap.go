@@ -56,6 +56,9 @@ const (
 	MaxPacket = 256 << 10
 	// maxBlock is the largest pcapng block accepted.
 	maxBlock = MaxPacket + 64<<10
+	// maxOrigLen is the largest original length accepted, the largest
+	// that Packet.OrigLen holds on every build (int is 32 bits on some).
+	maxOrigLen = 1<<31 - 1
 )
 
 // Packet is one captured packet.
@@ -97,13 +100,13 @@ type Reader struct {
 	hdr  [16]byte
 	nano bool // pcap: nanosecond timestamps
 	lt   LinkType
-	snap int
+	snap uint32
 	ifs  []ngInterface // pcapng: interfaces of the current section
 }
 
 type ngInterface struct {
 	lt   LinkType
-	snap int
+	snap uint32 // 0: no limit
 	// if_tsresol: a tick is 10^-exp seconds, or 2^-exp when base2.
 	base2 bool
 	exp   uint8
@@ -146,7 +149,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if major := rd.bo.Uint16(h[0:2]); major != 2 {
 		return nil, formatError("pcap version %d", major)
 	}
-	rd.snap = int(rd.bo.Uint32(h[12:16]))
+	rd.snap = rd.bo.Uint32(h[12:16])
 	// The upper bits of the link type field hold FCS information.
 	rd.lt = LinkType(rd.bo.Uint32(h[16:20]) & 0xffff)
 	return rd, nil
@@ -171,8 +174,13 @@ func (r *Reader) Next() (Packet, error) {
 	frac := r.bo.Uint32(r.hdr[4:8])
 	incl := r.bo.Uint32(r.hdr[8:12])
 	orig := r.bo.Uint32(r.hdr[12:16])
+	// Both lengths are bounded as uint32 before they become ints, which
+	// are 32 bits on some builds.
 	if incl > MaxPacket {
 		return Packet{}, formatError("record of %d octets", incl)
+	}
+	if orig > maxOrigLen {
+		return Packet{}, formatError("record of original length %d", orig)
 	}
 	data, err := r.read(int(incl))
 	if err != nil {
@@ -224,15 +232,16 @@ func (r *Reader) nextNG() (Packet, error) {
 			continue
 		}
 		typ := r.bo.Uint32(r.hdr[0:4])
-		total := int(r.bo.Uint32(r.hdr[4:8]))
+		// The length is bounded as a uint32 before any arithmetic.
+		total := r.bo.Uint32(r.hdr[4:8])
 		if total < 12 || total%4 != 0 || total > maxBlock {
 			return Packet{}, formatError("block of %d octets", total)
 		}
-		body, err := r.read(total - 8)
+		body, err := r.read(int(total) - 8)
 		if err != nil {
 			return Packet{}, err
 		}
-		if r.bo.Uint32(body[len(body)-4:]) != uint32(total) {
+		if r.bo.Uint32(body[len(body)-4:]) != total {
 			return Packet{}, formatError("block lengths disagree")
 		}
 		body = body[:len(body)-4]
@@ -263,18 +272,18 @@ func (r *Reader) readSHB(length, bom []byte) error {
 	default:
 		return formatError("bad byte-order magic %x", bom)
 	}
-	total := int(r.bo.Uint32(length))
+	total := r.bo.Uint32(length)
 	if total < 28 || total%4 != 0 || total > maxBlock {
 		return formatError("section header block of %d octets", total)
 	}
-	body, err := r.read(total - 12)
+	body, err := r.read(int(total) - 12)
 	if err != nil {
 		return err
 	}
 	if major := r.bo.Uint16(body[0:2]); major != 1 {
 		return formatError("pcapng version %d", major)
 	}
-	if r.bo.Uint32(body[len(body)-4:]) != uint32(total) {
+	if r.bo.Uint32(body[len(body)-4:]) != total {
 		return formatError("section header block lengths disagree")
 	}
 	r.ifs = r.ifs[:0]
@@ -285,7 +294,7 @@ func (r *Reader) readIDB(b []byte) error {
 	if len(b) < 8 {
 		return formatError("interface description block of %d octets", len(b))
 	}
-	ifc := ngInterface{lt: LinkType(r.bo.Uint16(b[0:2])), snap: int(r.bo.Uint32(b[4:8])), exp: 6}
+	ifc := ngInterface{lt: LinkType(r.bo.Uint16(b[0:2])), snap: r.bo.Uint32(b[4:8]), exp: 6}
 	opts := b[8:]
 	for len(opts) >= 4 {
 		code := r.bo.Uint16(opts[0:2])
@@ -310,8 +319,10 @@ func (r *Reader) readIDB(b []byte) error {
 	return nil
 }
 
-func (r *Reader) iface(id int) (*ngInterface, error) {
-	if id < 0 || id >= len(r.ifs) {
+// iface returns the interface id names, compared as a uint32: at most
+// 1<<16 interfaces are declared, so an id that passes fits an int.
+func (r *Reader) iface(id uint32) (*ngInterface, error) {
+	if id >= uint32(len(r.ifs)) {
 		return nil, formatError("packet on undeclared interface %d", id)
 	}
 	return &r.ifs[id], nil
@@ -323,28 +334,33 @@ func (r *Reader) readEPB(b []byte, obsolete bool) (Packet, error) {
 	if len(b) < 20 {
 		return Packet{}, formatError("packet block of %d octets", len(b))
 	}
-	var id int
+	var id uint32
 	if obsolete {
-		id = int(r.bo.Uint16(b[0:2]))
+		id = uint32(r.bo.Uint16(b[0:2]))
 	} else {
-		id = int(r.bo.Uint32(b[0:4]))
+		id = r.bo.Uint32(b[0:4])
 	}
 	ifc, err := r.iface(id)
 	if err != nil {
 		return Packet{}, err
 	}
 	ts := uint64(r.bo.Uint32(b[4:8]))<<32 | uint64(r.bo.Uint32(b[8:12]))
-	capLen := int(r.bo.Uint32(b[12:16]))
-	orig := int(r.bo.Uint32(b[16:20]))
-	if capLen < 0 || capLen > len(b)-20 {
+	// Both lengths are bounded as uint32 before they become ints, which
+	// are 32 bits on some builds; len(b) is at most maxBlock.
+	capLen := r.bo.Uint32(b[12:16])
+	orig := r.bo.Uint32(b[16:20])
+	if capLen > uint32(len(b)-20) {
 		return Packet{}, formatError("captured length %d overruns its block", capLen)
+	}
+	if orig > maxOrigLen {
+		return Packet{}, formatError("original length %d", orig)
 	}
 	return Packet{
 		Time:      ifc.time(ts),
 		LinkType:  ifc.lt,
-		Interface: id,
-		Data:      b[20 : 20+capLen],
-		OrigLen:   orig,
+		Interface: int(id),
+		Data:      b[20 : 20+int(capLen)],
+		OrigLen:   int(orig),
 	}, nil
 }
 
@@ -357,12 +373,19 @@ func (r *Reader) readSPB(b []byte) (Packet, error) {
 	if err != nil {
 		return Packet{}, err
 	}
-	orig := int(r.bo.Uint32(b[0:4]))
-	capLen := min(orig, len(b)-4)
+	// The original length is bounded as a uint32 before it becomes an
+	// int, which is 32 bits on some builds; the captured length is the
+	// smallest of it, the block's room and the snapshot length, so it
+	// lies inside b.
+	orig := r.bo.Uint32(b[0:4])
+	if orig > maxOrigLen {
+		return Packet{}, formatError("simple packet block of original length %d", orig)
+	}
+	capLen := min(orig, uint32(len(b)-4))
 	if ifc.snap > 0 {
 		capLen = min(capLen, ifc.snap)
 	}
-	return Packet{LinkType: ifc.lt, Data: b[4 : 4+capLen], OrigLen: orig}, nil
+	return Packet{LinkType: ifc.lt, Data: b[4 : 4+int(capLen)], OrigLen: int(orig)}, nil
 }
 
 // time converts a timestamp in the interface's units.

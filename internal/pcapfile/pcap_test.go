@@ -309,6 +309,9 @@ func FuzzReader(f *testing.F) {
 			if len(p.Data) > MaxPacket {
 				t.Fatalf("packet of %d octets", len(p.Data))
 			}
+			if p.OrigLen < 0 || p.Interface < 0 {
+				t.Fatalf("original length %d, interface %d", p.OrigLen, p.Interface)
+			}
 			DecodeTCP(p.LinkType, p.Data)
 		}
 	})
