@@ -617,14 +617,15 @@ func isClientHello(d []byte) bool {
 }
 
 // hasServerHello reports whether an outbound datagram holds a ServerHello
-// record (epoch 0).
+// record (epoch 0): one of its whole records is a handshake record whose
+// fragment begins with a whole handshake header of type server_hello.
 func hasServerHello(d []byte) bool {
 	for len(d) >= dtlsRecordHeaderLen {
 		rlen := int(binary.BigEndian.Uint16(d[11:13]))
 		if dtlsRecordHeaderLen+rlen > len(d) {
 			return false
 		}
-		if d[0] == dtlsContentHandshake && d[3] == 0 && d[4] == 0 && rlen > 0 && d[dtlsRecordHeaderLen] == dtlsServerHello {
+		if d[0] == dtlsContentHandshake && d[3] == 0 && d[4] == 0 && rlen >= dtlsHandshakeHeaderLen && d[dtlsRecordHeaderLen] == dtlsServerHello {
 			return true
 		}
 		d = d[dtlsRecordHeaderLen+rlen:]
