@@ -1,0 +1,5 @@
+package batchconn
+
+import "net"
+
+var _ net.PacketConn = (*Conn)(nil)

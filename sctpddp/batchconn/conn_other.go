@@ -1,0 +1,55 @@
+//go:build !linux
+
+package batchconn
+
+import (
+	"net"
+	"time"
+)
+
+// Conn is a net.PacketConn over a *net.UDPConn. On this system it passes
+// every call through: one system call a datagram, Cork and Flush doing
+// nothing.
+type Conn struct {
+	uc *net.UDPConn
+}
+
+// New makes a Conn of uc, which it owns from then on: Close closes uc.
+// cfg is accepted for the API's sake and unused here.
+func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
+	_ = cfg.withDefaults()
+	return &Conn{uc: uc}, nil
+}
+
+// ReadFrom reads one datagram, as uc.ReadFrom.
+func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) { return c.uc.ReadFrom(p) }
+
+// WriteTo sends p at once, as uc.WriteTo.
+func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) { return c.uc.WriteTo(p, addr) }
+
+// Cork does nothing on this system: WriteTo sends at once.
+func (c *Conn) Cork() {}
+
+// Flush does nothing on this system and returns nil.
+func (c *Conn) Flush() error { return nil }
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.uc.Close() }
+
+// LocalAddr returns the socket's address.
+func (c *Conn) LocalAddr() net.Addr { return c.uc.LocalAddr() }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error { return c.uc.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.uc.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.uc.SetWriteDeadline(t) }
+
+// Features reports that no batching is in use.
+func (c *Conn) Features() Features { return Features{} }
+
+// Stats returns zero counts: nothing is counted on this system.
+func (c *Conn) Stats() Stats { return Stats{} }

@@ -1,0 +1,225 @@
+//go:build linux
+
+package batchconn
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestKernelFeatures reports what the kernel gives, and checks that GSO
+// and GRO, where present, carry a burst in fewer calls than datagrams.
+func TestKernelFeatures(t *testing.T) {
+	for _, network := range []string{"udp4", "udp6"} {
+		t.Run(network, func(t *testing.T) {
+			a, b := newConn(t, network, nil), newConn(t, network, nil)
+			t.Logf("features: %+v", a.Features())
+			var sent [][]byte
+			a.Cork()
+			for i := range 200 {
+				n := 1200
+				if i == 99 {
+					n = 500 // ends a run
+				}
+				d := datagram(i, n)
+				if _, err := a.WriteTo(d, udpAddr(b)); err != nil {
+					t.Fatal(err)
+				}
+				sent = append(sent, d)
+			}
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, b, udpAddr(a), sent)
+			as, bs := a.Stats(), b.Stats()
+			t.Logf("sender %+v", as)
+			t.Logf("receiver %+v", bs)
+			if as.SendDatagrams != 200 || bs.RecvDatagrams != 200 {
+				t.Fatalf("counted %d sent, %d received; want 200", as.SendDatagrams, bs.RecvDatagrams)
+			}
+			// WriteBatch is 64: a Flush every 64 datagrams at least.
+			if as.SendCalls > 4 {
+				t.Errorf("%d send calls for 200 datagrams in bursts of 64", as.SendCalls)
+			}
+			if f := a.Features(); f.GSO && as.SendMessages > 8 {
+				t.Errorf("GSO on, yet %d messages for 200 datagrams", as.SendMessages)
+			}
+			if f := b.Features(); f.GRO && a.Features().GSO && bs.RecvMessages >= 200 {
+				t.Errorf("GRO on, yet %d messages received for 200 datagrams", bs.RecvMessages)
+			}
+		})
+	}
+}
+
+// fakeSendmmsg replaces sendmmsg for the test's duration with f, which
+// may call the real one.
+func fakeSendmmsg(t *testing.T, f func(fd uintptr, msgs []mmsghdr) (int, syscall.Errno)) {
+	real := sendmmsgCall
+	sendmmsgCall = f
+	t.Cleanup(func() { sendmmsgCall = real })
+}
+
+// isGSO reports whether m carries a UDP_SEGMENT control message.
+func isGSO(m *mmsghdr) bool { return m.hdr.Controllen != 0 }
+
+func burst(t *testing.T, a, b *Conn, n, size int) [][]byte {
+	t.Helper()
+	var sent [][]byte
+	a.Cork()
+	for i := range n {
+		d := datagram(i, size)
+		if _, err := a.WriteTo(d, udpAddr(b)); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, d)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
+// TestGSORefused checks that a GSO message refused with EIO is sent
+// again without GSO, and GSO stays off.
+func TestGSORefused(t *testing.T) {
+	for _, errno := range []syscall.Errno{unix.EIO, unix.EINVAL} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			a, b := newConn(t, "udp4", nil), newConn(t, "udp4", nil)
+			if !a.Features().GSO {
+				t.Skip("no GSO here")
+			}
+			refused := 0
+			fakeSendmmsg(t, func(fd uintptr, msgs []mmsghdr) (int, syscall.Errno) {
+				for i := range msgs {
+					if isGSO(&msgs[i]) {
+						if i == 0 {
+							refused++
+							return 0, errno
+						}
+						msgs = msgs[:i]
+						break
+					}
+				}
+				return sendmmsg(fd, msgs)
+			})
+			sent := burst(t, a, b, 40, 1000)
+			readAll(t, b, udpAddr(a), sent)
+			if refused != 1 || a.Features().GSO {
+				t.Fatalf("refused %d times, GSO still %v", refused, a.Features().GSO)
+			}
+			sent = burst(t, a, b, 40, 1000)
+			readAll(t, b, udpAddr(a), sent)
+			if refused != 1 {
+				t.Fatalf("GSO tried again after a refusal")
+			}
+		})
+	}
+}
+
+// TestPartialSends checks that Flush goes on after sendmmsg sends only
+// some messages, or reports EAGAIN.
+func TestPartialSends(t *testing.T) {
+	a, b := newConn(t, "udp4", &Config{DisableGSO: true}), newConn(t, "udp4", nil)
+	calls := 0
+	fakeSendmmsg(t, func(fd uintptr, msgs []mmsghdr) (int, syscall.Errno) {
+		calls++
+		switch calls % 3 {
+		case 1:
+			return sendmmsg(fd, msgs[:1])
+		case 2:
+			return 0, unix.EAGAIN
+		}
+		return sendmmsg(fd, msgs[:min(len(msgs), 2)])
+	})
+	sent := burst(t, a, b, 30, 500)
+	readAll(t, b, udpAddr(a), sent)
+	if calls < 20 {
+		t.Fatalf("%d calls to send 30 datagrams one or two at a time", calls)
+	}
+}
+
+// TestRefusedDatagram checks that a datagram the kernel refuses is
+// dropped, the rest are sent, and Flush reports the error.
+func TestRefusedDatagram(t *testing.T) {
+	a, b := newConn(t, "udp4", &Config{DisableGSO: true}), newConn(t, "udp4", nil)
+	calls := 0
+	fakeSendmmsg(t, func(fd uintptr, msgs []mmsghdr) (int, syscall.Errno) {
+		calls++
+		if calls == 2 {
+			return 0, unix.ENOBUFS
+		}
+		return sendmmsg(fd, msgs[:min(len(msgs), 3)])
+	})
+	a.Cork()
+	var sent [][]byte
+	for i := range 10 {
+		d := datagram(i, 100)
+		if _, err := a.WriteTo(d, udpAddr(b)); err != nil {
+			t.Fatal(err)
+		}
+		if i != 3 { // the first of the second call
+			sent = append(sent, d)
+		}
+	}
+	if err := a.Flush(); !errors.Is(err, unix.ENOBUFS) {
+		t.Fatalf("Flush: %v, want ENOBUFS", err)
+	}
+	readAll(t, b, udpAddr(a), sent)
+}
+
+// TestAllocs checks that ReadFrom and WriteTo allocate nothing in steady
+// state, sending at once and between Cork and Flush, with and without
+// GSO and GRO.
+func TestAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, c := range []struct {
+		name string
+		cfg  *Config
+	}{
+		{"gso-gro", nil},
+		{"nogso-nogro", &Config{DisableGSO: true, DisableGRO: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := newConn(t, "udp4", c.cfg), newConn(t, "udp4", c.cfg)
+			to := udpAddr(b)
+			var dst net.Addr = to
+			p, buf := datagram(1, 1200), make([]byte, 2000)
+			allocs := testing.AllocsPerRun(100, func() {
+				if _, err := a.WriteTo(p, dst); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := b.ReadFrom(buf); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("WriteTo and ReadFrom: %v allocations a datagram", allocs)
+			}
+			allocs = testing.AllocsPerRun(100, func() {
+				a.Cork()
+				for range 32 {
+					if _, err := a.WriteTo(p, dst); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := a.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				for range 32 {
+					if _, _, err := b.ReadFrom(buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("a burst of 32 between Cork and Flush: %v allocations", allocs)
+			}
+		})
+	}
+}
