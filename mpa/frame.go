@@ -223,12 +223,31 @@ func checkRev(rev uint8) error {
 // frame that could still be valid, the error also wraps ErrShortFrame.
 func ParseFrame(b []byte) (Frame, int, error) {
 	var f Frame
-	if len(b) < KeyLen {
-		if !keyPrefix(b) {
-			return f, 0, invalidFrame("bad Key %q", b)
+	if len(b) < FrameHeaderLen {
+		if k := b[:min(len(b), KeyLen)]; !keyPrefix(k) {
+			return f, 0, invalidFrame("bad Key %q", k)
 		}
 		return f, 0, shortFrame("%d of %d octets of the frame header", len(b), FrameHeaderLen)
 	}
+	f, pdLen, err := parseFrameHeader(b)
+	if err != nil {
+		return f, 0, err
+	}
+	n := FrameHeaderLen + pdLen
+	if len(b) < n {
+		return f, 0, shortFrame("%d of %d octets of Private Data", len(b)-FrameHeaderLen, pdLen)
+	}
+	f.PrivateData = b[FrameHeaderLen:n:n]
+	return f, n, nil
+}
+
+// parseFrameHeader decodes the fixed part of a frame, the first
+// FrameHeaderLen octets of b, and returns the frame without its Private
+// Data and the PD_Length field, which it has checked. It builds no error
+// for a header that is valid, so that ReadFrame allocates only the
+// Private Data.
+func parseFrameHeader(b []byte) (Frame, int, error) {
+	var f Frame
 	switch string(b[:KeyLen]) {
 	case RequestKey:
 	case ReplyKey:
@@ -238,9 +257,6 @@ func ParseFrame(b []byte) (Frame, int, error) {
 		// value, and close the connection and report an error locally if
 		// any other value is detected." (RFC 5044 §7.1.1, Key)
 		return f, 0, invalidFrame("bad Key %q", b[:KeyLen])
-	}
-	if len(b) < FrameHeaderLen {
-		return f, 0, shortFrame("%d of %d octets of the frame header", len(b), FrameHeaderLen)
 	}
 	flags, rev := b[16], b[17]
 	pdLen := int(binary.BigEndian.Uint16(b[18:20]))
@@ -275,12 +291,7 @@ func ParseFrame(b []byte) (Frame, int, error) {
 		// RDMA connection establishment data (see Section 9)." (RFC 6581 §6)
 		return f, 0, invalidFrame("S bit set but PD_Length is %d", pdLen)
 	}
-	n := FrameHeaderLen + pdLen
-	if len(b) < n {
-		return f, 0, shortFrame("%d of %d octets of Private Data", len(b)-FrameHeaderLen, pdLen)
-	}
-	f.PrivateData = b[FrameHeaderLen:n:n]
-	return f, n, nil
+	return f, pdLen, nil
 }
 
 // keyPrefix reports whether b is a prefix of one of the two keys.
@@ -305,24 +316,22 @@ func ReadFrame(r io.Reader) (Frame, error) {
 		}
 		return Frame{}, connLost(err)
 	}
-	f, _, err := ParseFrame(hdr[:])
-	if err == nil {
-		return f, nil
-	}
-	if !errors.Is(err, ErrShortFrame) {
+	f, pdLen, err := parseFrameHeader(hdr[:]) // pdLen <= MaxPrivateData when err is nil
+	if err != nil {
 		return Frame{}, err
 	}
-	pdLen := int(binary.BigEndian.Uint16(hdr[18:20])) // <= 512: checked by ParseFrame
-	buf := make([]byte, FrameHeaderLen+pdLen)
-	copy(buf, hdr[:])
-	if _, err := io.ReadFull(r, buf[FrameHeaderLen:]); err != nil {
+	if pdLen == 0 {
+		return f, nil
+	}
+	pd := make([]byte, pdLen)
+	if _, err := io.ReadFull(r, pd); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{}, connLost(err)
 	}
-	f, _, err = ParseFrame(buf)
-	return f, err
+	f.PrivateData = pd
+	return f, nil
 }
 
 // connLost maps an error of the underlying stream to MPA's code 1, "TCP
