@@ -1,0 +1,902 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/internal/rping"
+	"github.com/iwarpgo/iwarp/mpa"
+	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/sctpddp"
+	"github.com/iwarpgo/iwarp/sctpddp/wire"
+	"github.com/iwarpgo/iwarp/term"
+)
+
+// TestHostile plays a misbehaving peer against the built "iwarp serve",
+// "iwarp rping -s -P" and "iwarp perf --listen", over tcp:// and sctp://
+// (with --psk), beside a well-behaved client doing real work on the same
+// server throughout: RDMA Writes read back and compared (serve), rping's
+// pings with their data checked (rping -V), "iwarp perf --connect" runs
+// (perf). The hostile peer, from another loopback address, speaks the
+// protocol as far as it needs to (the LLP's startup, the command's
+// first messages) and then, one connection per case:
+//
+//   - answers a Read Request twice (over sctp:// the later DDP-SSN
+//     first), late, never, with half the data, or in two segments the
+//     Last one first (rping, the one command that sends Read Requests);
+//   - sends a Read Response, an Atomic Response nobody asked for, or
+//     replays a real one (serve's Read Response, perf's Atomic Response),
+//     and a Send twice (serve);
+//   - flips a bit in a segment after MPA's CRC is computed, or in the
+//     plaintext handed to DTLS (it arrives authenticated, and malformed);
+//   - sends a segment shorter than its DDP Header, or half an FPDU and
+//     goes;
+//   - abandons connections in the middle of their startup (TCP, MPA,
+//     DTLS, the DDP Stream Session) and reconnects over and over.
+//
+// It checks that the process stays up (no exit, nothing of a crash on its
+// stderr), that every one of the good client's sessions succeeds with
+// correct data and none waits long, that every misbehaviour gets the
+// protocol's answer (a Terminate, the connection closed, or the next
+// message of the command's protocol where the misbehaviour is legal),
+// that the peak VmRSS stays within what the servers' documented limits
+// allow, and, at the end, the goroutines (counted in the SIGQUIT dump).
+//
+// Without IWARP_HOSTILE it runs each case once per server. IWARP_HOSTILE
+// (a Go duration) runs the cases over and over for that long per command
+// (its tcp:// and sctp:// servers at once), and then checks that the
+// server's RSS has not grown since the first rounds: scripts/soak-hostile.sh.
+func TestHostile(t *testing.T) {
+	var hold time.Duration
+	if s := os.Getenv("IWARP_HOSTILE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("IWARP_HOSTILE=%q: %v", s, err)
+		}
+		hold = d
+	}
+	for _, cmd := range []string{"serve", "rping", "perf"} {
+		t.Run(cmd, func(t *testing.T) {
+			for _, scheme := range []string{"tcp", "sctp"} {
+				t.Run(scheme, func(t *testing.T) {
+					t.Parallel()
+					runHostile(t, cmd, scheme, hold)
+				})
+			}
+		})
+	}
+}
+
+// hostilePSK is the key of the sctp:// servers (soakSCTPConfig's).
+const hostilePSK = soakPSK
+
+// rpingHostileSize is rping's -S: the Read Responses are large enough
+// for the relay to tell their datagrams from SCTP's own (holdAbove), in
+// halves too.
+const rpingHostileSize = 2000
+
+// target is one served command and what the hostile peer knows of it.
+type target struct {
+	cmd, scheme string
+	c           *child
+	addr        string // host:port of its listener
+	// start does what the command's protocol asks before it has state
+	// worth attacking; it returns the session, ready.
+	start func(ctx context.Context, l link) (*hsess, error)
+	// good runs one session of the well-behaved client and returns the
+	// operations it completed with correct data.
+	good func(ctx context.Context) (int, error)
+}
+
+// hsess is a hostile connection after the command's first messages.
+type hsess struct {
+	link
+	msn [rdmap.NumQueues]uint32 // the last MSN sent on each queue
+	adv rdmap.RemoteBuffer      // serve's advertisement, perf's advert
+	rr  rdmap.ReadRequest       // rping's Read Request
+}
+
+// sendMsg sends a one-segment untagged message on queue qn.
+func (s *hsess) sendMsg(op rdmap.Opcode, qn uint32, payload []byte) error {
+	s.msn[qn]++
+	return s.send(untaggedSeg(op, qn, s.msn[qn], 0, true, payload))
+}
+
+// next returns the next segment of the server that is not a Terminate;
+// a Terminate or the stream's end is an error.
+func (s *hsess) next(ctx context.Context) ([]byte, rdmap.Opcode, ddp.Header, []byte, error) {
+	seg, err := s.recv(ctx)
+	if err != nil {
+		return nil, 0, ddp.Header{}, nil, err
+	}
+	if e, ok := asTerminate(seg); ok {
+		return nil, 0, ddp.Header{}, nil, fmt.Errorf("a Terminate: %v", e)
+	}
+	op, h, body, ok := rdmapOp(seg)
+	if !ok {
+		return nil, 0, h, nil, errors.New("a segment that does not parse")
+	}
+	return seg, op, h, body, nil
+}
+
+// answerWait bounds the wait for the server's answer to a misbehaviour.
+const answerWait = 10 * time.Second
+
+// await reads what the server answers until a Terminate or the stream's
+// end, skipping other segments, and says which. A segment that ok (when
+// set) accepts is the answer instead, or, with thenEnd, the answer's
+// first part: a Terminate or the end must follow.
+func (s *hsess) await(ok func(op rdmap.Opcode, h ddp.Header, body []byte) bool, thenEnd bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), answerWait)
+	defer cancel()
+	first := ""
+	for {
+		seg, err := s.recv(ctx)
+		if errors.Is(err, errEnded) {
+			return first + "closed", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("no answer within %v (%q so far): %v", answerWait, first, err)
+		}
+		if e, isTerm := asTerminate(seg); isTerm {
+			return first + "Terminate " + e.Name(), nil
+		}
+		if op, h, body, parsed := rdmapOp(seg); parsed && ok != nil && ok(op, h, body) {
+			if !thenEnd {
+				return "answered: " + op.String(), nil
+			}
+			first, ok = "answered: "+op.String()+", then ", nil
+		}
+	}
+}
+
+// terminated accepts an await's answer that ends in a Terminate or a
+// close.
+func terminated(ans string) bool {
+	_, last, _ := strings.Cut(ans, ", then ")
+	if last == "" {
+		last = ans
+	}
+	return strings.HasPrefix(last, "Terminate") || last == "closed"
+}
+
+// hostileCase is one misbehaviour; it returns what the server answered,
+// or why that was not the protocol's answer.
+type hostileCase struct {
+	name string
+	cmds string // the commands it applies to
+	run  func(ctx context.Context, tg *target) (string, error)
+}
+
+func (tg *target) dial(ctx context.Context) (link, error) {
+	if tg.scheme == "tcp" {
+		return dialMPA(ctx, tg.addr)
+	}
+	return dialSCTP(ctx, tg.addr)
+}
+
+// errRefused is a connection the server refused: MPA's Reply with R
+// set, a DDP Stream Session Reject, perf's refusal of a hello. The
+// hostile peer's previous connections may not all have been given back
+// yet (the server sees a close a moment after it is made).
+var errRefused = errors.New("refused")
+
+// session dials and runs the command's start, again for a few seconds
+// while the server refuses it.
+func (tg *target) session(ctx context.Context) (*hsess, error) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s, err := tg.sessionOnce(ctx)
+		if !errors.Is(err, errRefused) || time.Now().After(deadline) {
+			return s, err
+		}
+	}
+}
+
+func (tg *target) sessionOnce(ctx context.Context) (*hsess, error) {
+	l, err := tg.dial(ctx)
+	var re *ddp.RejectedError
+	if errors.As(err, &re) {
+		return nil, fmt.Errorf("%w: %v", errRefused, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := tg.start(ctx, l)
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// misbehave opens a session, runs bad, and returns what the server
+// answered if accept takes it.
+func (tg *target) misbehave(ctx context.Context, bad func(s *hsess) error, ok func(op rdmap.Opcode, h ddp.Header, body []byte) bool, accept func(string) bool) (string, error) {
+	return tg.misbehaveThen(ctx, bad, ok, false, accept)
+}
+
+// misbehaveThen is misbehave whose accepted segment, with thenEnd, must
+// be followed by a Terminate or the stream's end.
+func (tg *target) misbehaveThen(ctx context.Context, bad func(s *hsess) error, ok func(op rdmap.Opcode, h ddp.Header, body []byte) bool, thenEnd bool, accept func(string) bool) (string, error) {
+	s, err := tg.session(ctx)
+	if err != nil {
+		return "", fmt.Errorf("starting: %w", err)
+	}
+	defer s.close()
+	if err := bad(s); err != nil {
+		return "", fmt.Errorf("sending: %w", err)
+	}
+	ans, err := s.await(ok, thenEnd)
+	if err != nil {
+		return "", err
+	}
+	if !accept(ans) {
+		return ans, fmt.Errorf("the server answered %s", ans)
+	}
+	return ans, nil
+}
+
+// A Send of rping's "go ahead" (or "done"): 16 octets on queue 0.
+func goAhead(op rdmap.Opcode, h ddp.Header, body []byte) bool {
+	return op == rdmap.OpSend && !h.Tagged && h.QN == rdmap.QNSend
+}
+
+// rpingResponse is the Read Response to rping's Read Request rr, whole or
+// from off to end, with the data rping's client fills in for ping 0.
+func rpingResponse(rr rdmap.ReadRequest, off, end int, last bool) []byte {
+	data := make([]byte, rr.RDMARDSZ)
+	rping.Fill(data, 0)
+	return taggedSeg(rdmap.OpReadResponse, rr.SinkSTag, rr.SinkTO+uint64(off), last, data[off:end])
+}
+
+// flipBits are the bits sendFlipped flips, octet*8 + bit: the DDP
+// Version, the T flag, the RDMAP Version and the top bit of the QN. Over
+// MPA any of them fails the CRC; over SCTP each makes a segment that DDP
+// or RDMAP must refuse, never a valid one.
+var flipBits = []int{0, 7, 15, 6*8 + 7}
+
+var hostileCases = []hostileCase{
+	{"abandoned startups", "serve rping perf", abandonStartups},
+	{"reconnects", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		n := 0
+		for range 10 {
+			s, err := tg.sessionOnce(ctx)
+			if errors.Is(err, errRefused) {
+				continue
+			}
+			if err != nil {
+				return "", fmt.Errorf("reconnect %d: %w", n+1, err)
+			}
+			s.close()
+			n++
+		}
+		if n == 0 {
+			return "", errors.New("every reconnect was rejected")
+		}
+		return fmt.Sprintf("%d of 10 connected", n), nil
+	}},
+	{"flipped bits", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		var answers []string
+		for _, bit := range flipBits {
+			ans, err := tg.misbehave(ctx, func(s *hsess) error {
+				s.msn[rdmap.QNSend]++
+				return s.sendFlipped(untaggedSeg(rdmap.OpSend, rdmap.QNSend, s.msn[rdmap.QNSend], 0, true, make([]byte, 16)), bit)
+			}, nil, func(ans string) bool {
+				if tg.scheme == "tcp" {
+					return ans == "Terminate "+term.MPACRCError.Name()
+				}
+				return terminated(ans)
+			})
+			if err != nil {
+				return "", fmt.Errorf("bit %d: %w", bit, err)
+			}
+			answers = append(answers, ans)
+		}
+		return strings.Join(dedup(answers), ", "), nil
+	}},
+	{"a Read Response nobody asked for", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			stag, to := s.adv.STag, s.adv.TO
+			if tg.cmd == "rping" {
+				// Its own region, after the Read it asked for was answered.
+				if err := s.send(rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ), true)); err != nil {
+					return err
+				}
+				cctx, cancel := context.WithTimeout(ctx, answerWait)
+				defer cancel()
+				for {
+					_, op, h, body, err := s.next(cctx)
+					if err != nil {
+						return fmt.Errorf("waiting for the go ahead: %w", err)
+					}
+					if goAhead(op, h, body) {
+						break
+					}
+				}
+				stag, to = s.rr.SinkSTag, s.rr.SinkTO
+			}
+			return s.send(taggedSeg(rdmap.OpReadResponse, stag, to, true, make([]byte, 64)))
+		}, nil, terminated)
+	}},
+	{"an Atomic Response nobody asked for", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			resp := rdmap.AtomicResponse{OrigReqID: 1, OrigValue: 42}
+			return s.sendMsg(rdmap.OpAtomicResponse, rdmap.QNAtomicResp, resp.Append(nil))
+		}, nil, terminated)
+	}},
+	{"a segment shorter than its DDP Header", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			return s.send(untaggedSeg(rdmap.OpSend, rdmap.QNSend, s.msn[rdmap.QNSend]+1, 0, true, nil)[:10])
+		}, nil, terminated)
+	}},
+	{"half an FPDU, then gone", "serve rping perf", func(ctx context.Context, tg *target) (string, error) {
+		if tg.scheme != "tcp" {
+			return "tcp:// only", nil
+		}
+		s, err := tg.session(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer s.close()
+		s.msn[rdmap.QNSend]++
+		seg := untaggedSeg(rdmap.OpSend, rdmap.QNSend, s.msn[rdmap.QNSend], 0, true, make([]byte, 1000))
+		return "abandoned", s.link.(*mpaLink).sendPartial(seg, 500)
+	}},
+	{"a real Read Response replayed", "serve", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			const sink = 0x00777700
+			rr := rdmap.ReadRequest{SinkSTag: sink, RDMARDSZ: 64, SrcSTag: s.adv.STag, SrcTO: s.adv.TO + 1000}
+			if err := s.sendMsg(rdmap.OpReadRequest, rdmap.QNReadReq, rr.Append(nil)); err != nil {
+				return err
+			}
+			cctx, cancel := context.WithTimeout(ctx, answerWait)
+			defer cancel()
+			seg, op, h, body, err := s.next(cctx)
+			if err != nil {
+				return fmt.Errorf("waiting for the Read Response: %w", err)
+			}
+			if op != rdmap.OpReadResponse || h.STag != sink || !bytes.Equal(body, expectedRegion(1 << 20)[1000:1064]) {
+				return fmt.Errorf("%v to STag %#x, %d octets, for the Read Request", op, h.STag, len(body))
+			}
+			return s.send(seg)
+		}, nil, terminated)
+	}},
+	{"a Send twice (over sctp:// the later DDP-SSN first)", "serve", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			s.msn[rdmap.QNSend]++
+			seg := untaggedSeg(rdmap.OpSend, rdmap.QNSend, s.msn[rdmap.QNSend], 0, true, bytes.Repeat([]byte{'d'}, 1000))
+			return s.sendLaterFirst(seg, seg)
+		}, nil, terminated)
+	}},
+	{"a real Atomic Response replayed", "perf", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			req := rdmap.AtomicRequest{Op: rdmap.FetchAdd, ReqID: 7, STag: s.adv.STag, TO: s.adv.TO, AddSwapData: 1}
+			if err := s.sendMsg(rdmap.OpAtomicRequest, rdmap.QNReadReq, req.Append(nil)); err != nil {
+				return err
+			}
+			cctx, cancel := context.WithTimeout(ctx, answerWait)
+			defer cancel()
+			_, op, h, body, err := s.next(cctx)
+			if err != nil {
+				return fmt.Errorf("waiting for the Atomic Response: %w", err)
+			}
+			resp, _, perr := rdmap.ParseAtomicResponse(body)
+			if op != rdmap.OpAtomicResponse || h.QN != rdmap.QNAtomicResp || perr != nil || resp.OrigReqID != 7 {
+				return fmt.Errorf("%v on queue %d for the Atomic Request", op, h.QN)
+			}
+			return s.sendMsg(rdmap.OpAtomicResponse, rdmap.QNAtomicResp, body)
+		}, nil, terminated)
+	}},
+	{"a Read Response twice (over sctp:// the later DDP-SSN first)", "rping", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			seg := rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ), true)
+			return s.sendLaterFirst(seg, seg)
+		}, nil, terminated)
+	}},
+	{"a Read Response in two segments, the Last first", "rping", func(ctx context.Context, tg *target) (string, error) {
+		bad := func(s *hsess) error {
+			half := int(s.rr.RDMARDSZ) / 2
+			return s.sendLaterFirst(rpingResponse(s.rr, 0, half, false), rpingResponse(s.rr, half, int(s.rr.RDMARDSZ), true))
+		}
+		if tg.scheme == "sctp" {
+			// DDP over SCTP places segments in any order and delivers
+			// them in DDP-SSN order: the Read is whole, and rping goes on.
+			return tg.misbehave(ctx, bad, goAhead, func(ans string) bool { return ans == "answered: "+rdmap.OpSend.String() })
+		}
+		// Over MPA the Last segment ends the Response (RDMAP may take it
+		// as a whole Read, or refuse a Response shorter than the Read);
+		// the segment after it answers no Read Request.
+		return tg.misbehaveThen(ctx, bad, goAhead, true, terminated)
+	}},
+	{"a Read Response late", "rping", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			time.Sleep(1500 * time.Millisecond)
+			return s.send(rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ), true))
+		}, goAhead, func(ans string) bool { return ans == "answered: "+rdmap.OpSend.String() })
+	}},
+	{"a Read Response with half the data", "rping", func(ctx context.Context, tg *target) (string, error) {
+		return tg.misbehave(ctx, func(s *hsess) error {
+			return s.send(rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ)/2, true))
+		}, goAhead, func(string) bool { return true })
+	}},
+	{"a Read Request never answered", "rping", func(ctx context.Context, tg *target) (string, error) {
+		s, err := tg.session(ctx)
+		if err != nil {
+			return "", err
+		}
+		time.Sleep(500 * time.Millisecond)
+		s.close()
+		return "abandoned", nil
+	}},
+}
+
+// abandonStartups opens connections and leaves each in the middle of its
+// startup: for tcp:// a TCP connection closed at once, half an MPA
+// Request, a whole Request and RTR with the Reply never read; for sctp://
+// a DTLS handshake given up after a few milliseconds, and a DDP Stream
+// Session Initiate whose association closes before the Accept is read.
+func abandonStartups(ctx context.Context, tg *target) (string, error) {
+	if tg.scheme == "tcp" {
+		req := mpaStartup()
+		for _, n := range []int{0, 10, len(req) - 20, len(req)} {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(hostileFrom)}}
+			c, err := d.DialContext(ctx, "tcp", tg.addr)
+			if err != nil {
+				return "", err
+			}
+			c.Write(req[:n])
+			c.Close()
+		}
+		return "4 abandoned", nil
+	}
+	for _, d := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
+		r, err := newHoldRelay(hostileFrom, tg.addr)
+		if err != nil {
+			return "", err
+		}
+		dctx, cancel := context.WithTimeout(ctx, d)
+		a, err := sctpddp.Dial(dctx, "udp", r.addr(), soakSCTPConfig())
+		cancel()
+		if err == nil {
+			a.Close()
+			time.Sleep(closeGrace)
+		}
+		r.close()
+	}
+	l, err := tg.dial(ctx)
+	if err != nil {
+		return "", err
+	}
+	sl := l.(*sctpLink)
+	st, err := sl.a.OpenStream(3)
+	if err == nil {
+		_, err = st.WriteSessionControl(ctx, wireInitiate())
+	}
+	l.close()
+	if err != nil {
+		return "", err
+	}
+	return "4 abandoned", nil
+}
+
+func dedup(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// newTarget starts the command on scheme and returns what the hostile
+// peer and the good client need of it.
+func newTarget(t *testing.T, cmd, scheme string) *target {
+	listen := scheme + "://127.0.0.1:0"
+	var sctpArgs []string
+	if scheme == "sctp" {
+		sctpArgs = []string{"--psk", hostilePSK}
+	}
+	tg := &target{cmd: cmd, scheme: scheme}
+	switch cmd {
+	case "serve":
+		tg.c = startChild(t, "serve", append([]string{"serve", "--json", "--listen", listen}, sctpArgs...)...)
+		tg.start = func(ctx context.Context, l link) (*hsess, error) {
+			s := &hsess{link: l}
+			_, op, _, body, err := s.next(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the advertisement: %w", err)
+			}
+			if op != rdmap.OpSend {
+				return nil, fmt.Errorf("%v for the advertisement", op)
+			}
+			if s.adv, _, err = rdmap.ParseRemoteBuffer(body); err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
+		tg.good = func(ctx context.Context) (int, error) {
+			_, err := goodPeer{url: tg.c.url, from: "127.0.0.1"}.once()
+			if err != nil {
+				return 0, err
+			}
+			return 2, nil
+		}
+	case "rping":
+		tg.c = startChild(t, "rping", append(append([]string{"rping", "-s", "-P", "-d", "-S", fmt.Sprint(rpingHostileSize)}, sctpArgs...), listen)...)
+		tg.start = func(ctx context.Context, l link) (*hsess, error) {
+			s := &hsess{link: l}
+			info := rping.Info{Buf: 0x10000, RKey: 0x00abcd00, Size: rpingHostileSize}
+			if err := s.sendMsg(rdmap.OpSend, rdmap.QNSend, info.Append(nil)); err != nil {
+				return nil, err
+			}
+			_, op, _, body, err := s.next(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the Read Request: %w", err)
+			}
+			if op != rdmap.OpReadRequest {
+				return nil, fmt.Errorf("%v for the Read Request", op)
+			}
+			if s.rr, _, err = rdmap.ParseReadRequest(body); err != nil {
+				return nil, err
+			}
+			if s.rr.SrcSTag != info.RKey || s.rr.SrcTO != info.Buf || s.rr.RDMARDSZ != info.Size {
+				return nil, fmt.Errorf("a Read Request %+v for the source %v", s.rr, info)
+			}
+			return s, nil
+		}
+		tg.good = func(ctx context.Context) (int, error) { return goodRping(ctx, tg) }
+	case "perf":
+		tg.c = startChild(t, "perf", append([]string{"perf", "--listen", listen}, sctpArgs...)...)
+		tg.start = func(ctx context.Context, l link) (*hsess, error) {
+			s := &hsess{link: l}
+			hello := perf.Ctl{Type: perf.CtlHello, Op: perf.OpAtomic, Size: 8, N: 1, BufLen: perf.CtlLen}
+			if err := s.sendMsg(rdmap.OpSend, rdmap.QNSend, hello.Append(nil)); err != nil {
+				return nil, err
+			}
+			_, op, _, body, err := s.next(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the advert: %w", err)
+			}
+			m, _, err := perf.ParseCtl(body)
+			if op == rdmap.OpSend && err == nil && m.Type == perf.CtlRefuse {
+				return nil, fmt.Errorf("%w: perf's refusal code %d", errRefused, m.Code)
+			}
+			if op != rdmap.OpSend || err != nil || m.Type != perf.CtlAdvert {
+				return nil, fmt.Errorf("%v (%v) for the advert", op, m.Type)
+			}
+			s.adv = rdmap.RemoteBuffer{STag: m.STag, TO: m.TO, Len: m.Size}
+			return s, nil
+		}
+		ops := []string{"write", "read", "send", "atomic"}
+		var mu sync.Mutex
+		runs := 0
+		tg.good = func(ctx context.Context) (int, error) {
+			mu.Lock()
+			op := ops[runs%len(ops)]
+			runs++
+			mu.Unlock()
+			return goodPerf(ctx, tg.c.url, op)
+		}
+	}
+	tg.addr = strings.TrimPrefix(tg.c.url, scheme+"://")
+	return tg
+}
+
+// goodRping connects an rping client from 127.0.0.1 and pings ten times
+// with rping -V's check; it returns the pings.
+func goodRping(ctx context.Context, tg *target) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e, err := rping.NewEndpoint(rdmap.NewDevice(rdmap.DeviceConfig{}), rping.DefaultIRD, rping.DefaultORD)
+	if err != nil {
+		return 0, err
+	}
+	c, err := rping.NewClient(e, rping.Config{Size: rpingHostileSize, Count: 10, Validate: true})
+	if err != nil {
+		return 0, err
+	}
+	closeConn := func() {}
+	if tg.scheme == "tcp" {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
+		nc, err := d.DialContext(ctx, "tcp", tg.addr)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := mpa.Client(ctx, nc, e.QP, nil); err != nil {
+			nc.Close()
+			return 0, fmt.Errorf("mpa: %w", err)
+		}
+	} else {
+		conn, err := iwarp.Dial(ctx, tg.c.url, e.QP, &iwarp.Config{SCTP: soakSCTPConfig()})
+		if err != nil {
+			return 0, err
+		}
+		closeConn = func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
+			conn.Close(cctx)
+			ccancel()
+		}
+	}
+	defer closeConn()
+	err = c.Run(ctx)
+	return c.Pings(), err
+}
+
+// goodPerf runs "iwarp perf --connect" for op and checks its result; it
+// returns the iterations.
+func goodPerf(ctx context.Context, url, op string) (int, error) {
+	const iters = 200
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args := []string{"perf", "--connect", url, "--op", op, "--iters", fmt.Sprint(iters), "--json"}
+	if op != "atomic" {
+		args = append(args, "--size", "4096")
+	}
+	if strings.HasPrefix(url, "sctp://") {
+		args = append(args, "--psk", hostilePSK)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, iwarpBin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("perf --op %s: %v: %s", op, err, strings.TrimSpace(stderr.String()))
+	}
+	var r struct {
+		Results []struct {
+			Iterations int `json:"iterations"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || len(r.Results) != 1 || r.Results[0].Iterations != iters {
+		return 0, fmt.Errorf("perf --op %s: %q", op, stdout.String())
+	}
+	return iters, nil
+}
+
+// goodStats counts the well-behaved client's sessions.
+type goodStats struct {
+	mu       sync.Mutex
+	sessions int
+	ok       int
+	ops      int
+	errs     []string
+	last     time.Time     // the last success
+	worstGap time.Duration // the longest time without a success
+}
+
+func (g *goodStats) add(ops int, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sessions++
+	now := time.Now()
+	if err != nil {
+		if len(g.errs) < 5 {
+			g.errs = append(g.errs, err.Error())
+		}
+		return
+	}
+	g.ok++
+	g.ops += ops
+	g.worstGap = max(g.worstGap, now.Sub(g.last))
+	g.last = now
+}
+
+// goodLoop runs the target's good sessions one after the other until ctx
+// ends; wait waits for the last.
+func goodLoop(ctx context.Context, tg *target, g *goodStats) (wait func()) {
+	g.last = time.Now()
+	done := make(chan struct{})
+	// A session ends early only if the server is gone.
+	dead, stop := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-tg.c.done:
+			stop()
+		case <-done:
+		}
+	}()
+	go func() {
+		defer close(done)
+		defer stop()
+		for ctx.Err() == nil {
+			n, err := tg.good(dead)
+			g.add(n, err)
+			if tg.c.exited() {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { <-done }
+}
+
+// Memory bounds. What a peer can make a server hold is bounded by its
+// documented limits (docs/security.md): serve's connections cost their
+// region and receive buffers (2 MiB with the defaults) and over sctp://
+// a queue pair of about 1.5 MiB, 16 of them per peer; perf's 1 MiB of
+// overhead each and what their hello was granted, 4 per peer; rping's its
+// queue pair and a few buffers. The hostile peer holds at most a few
+// connections at once, so a server's peak stays within hostileRSSMargin
+// of where it started, which covers 16 connections of 4 MiB with room for
+// the Go runtime; over a long run the resident memory after the rounds
+// must not grow by more than hostileRSSGrowth from the first ones.
+const (
+	hostileRSSMargin = 128 << 20
+	hostileRSSGrowth = 64 << 20
+	// hostileGoroutines bounds the goroutines of a server whose clients
+	// have all gone (an idle one has about 10; the sctp:// listener keeps
+	// readers of recently retired streams for RetiredStreamTimeout).
+	hostileGoroutines = 100
+	// hostileThreads bounds the OS threads.
+	hostileThreads = 100
+	// hostileGap bounds the time the good client waits between two
+	// successful sessions.
+	hostileGap = 20 * time.Second
+)
+
+func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
+	tg := newTarget(t, cmd, scheme)
+	time.Sleep(200 * time.Millisecond)
+	tg.c.mu.Lock()
+	tg.c.rssStart = tg.c.rssLast
+	tg.c.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var good goodStats
+	waitGood := goodLoop(ctx, tg, &good)
+	// Let the good client connect once before the attacks.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		good.mu.Lock()
+		n := good.sessions
+		good.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) || tg.c.exited() {
+			break
+		}
+	}
+
+	type tally struct {
+		runs    int
+		answers map[string]int
+		fails   []string
+	}
+	tallies := map[string]*tally{}
+	var roundRSS []int64
+	crashed := false
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < hold; round++ {
+		for _, hc := range hostileCases {
+			if !strings.Contains(hc.cmds, cmd) {
+				continue
+			}
+			ta := tallies[hc.name]
+			if ta == nil {
+				ta = &tally{answers: map[string]int{}}
+				tallies[hc.name] = ta
+			}
+			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+			ans, err := hc.run(cctx, tg)
+			ccancel()
+			ta.runs++
+			if err != nil {
+				if len(ta.fails) < 3 {
+					ta.fails = append(ta.fails, err.Error())
+				}
+			} else {
+				ta.answers[ans]++
+			}
+			if tg.c.exited() {
+				t.Errorf("%s %s: the server exited during %q (round %d): %v\n%s", cmd, scheme, hc.name, round+1, tg.c.err, tg.c.stderrText())
+				crashed = true
+				break
+			}
+		}
+		tg.c.mu.Lock()
+		roundRSS = append(roundRSS, tg.c.rssLast)
+		tg.c.mu.Unlock()
+		if tg.c.exited() {
+			break
+		}
+	}
+	cancel()
+	waitGood()
+	took := time.Since(start)
+
+	names := make([]string, 0, len(tallies))
+	for n := range tallies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ta := tallies[n]
+		var as []string
+		for a, k := range ta.answers {
+			as = append(as, fmt.Sprintf("%d× %s", k, a))
+		}
+		sort.Strings(as)
+		t.Logf("%-50s %d runs: %s", n, ta.runs, strings.Join(as, "; "))
+		for _, f := range ta.fails {
+			t.Errorf("%s %s: %s: %s", cmd, scheme, n, f)
+		}
+	}
+
+	good.mu.Lock()
+	t.Logf("the good client: %d of %d sessions, %d operations with correct data, longest wait %v; hostile rounds: %d in %v",
+		good.ok, good.sessions, good.ops, good.worstGap.Round(time.Millisecond), len(roundRSS), took.Round(time.Millisecond))
+	if good.ok == 0 || good.ok != good.sessions {
+		t.Errorf("%s %s: the good client succeeded in %d of %d sessions: %q", cmd, scheme, good.ok, good.sessions, good.errs)
+	}
+	if good.worstGap > hostileGap {
+		t.Errorf("%s %s: the good client waited %v between two sessions", cmd, scheme, good.worstGap)
+	}
+	good.mu.Unlock()
+
+	if crashed || !tg.c.alive() {
+		return
+	}
+	tg.c.mu.Lock()
+	startRSS, peak, thr := tg.c.rssStart, tg.c.rssPeak, tg.c.thrPeak
+	tg.c.mu.Unlock()
+	t.Logf("VmRSS %s at the start, %s at the peak; %d threads at most; after each round: %s", mib(startRSS), mib(peak), thr, rssList(roundRSS))
+	if peak > startRSS+hostileRSSMargin {
+		t.Errorf("%s %s: VmRSS peaked at %s, from %s (allowed %s more)", cmd, scheme, mib(peak), mib(startRSS), mib(hostileRSSMargin))
+	}
+	if thr > hostileThreads {
+		t.Errorf("%s %s: %d threads", cmd, scheme, thr)
+	}
+	if len(roundRSS) >= 8 {
+		early := roundRSS[len(roundRSS)/4]
+		if last := roundRSS[len(roundRSS)-1]; last > early+hostileRSSGrowth {
+			t.Errorf("%s %s: VmRSS grew from %s (a quarter in) to %s at the end", cmd, scheme, mib(early), mib(last))
+		}
+	}
+	// The hostile connections are all closed; give the server the time
+	// its own timers take to free them (sctp://: the association's linger
+	// and dead-peer detection run in seconds), then count.
+	time.Sleep(2 * time.Second)
+	if n := tg.c.goroutines(); n < 0 {
+		t.Errorf("%s %s: no goroutine dump on SIGQUIT", cmd, scheme)
+	} else {
+		t.Logf("%d goroutines at the end", n)
+		if n > hostileGoroutines {
+			t.Errorf("%s %s: %d goroutines after every client has gone", cmd, scheme, n)
+		}
+	}
+}
+
+func rssList(r []int64) string {
+	if len(r) > 12 {
+		r = append(append([]int64{}, r[:6]...), r[len(r)-6:]...)
+	}
+	var s []string
+	for _, v := range r {
+		s = append(s, strings.TrimSuffix(mib(v), " MiB"))
+	}
+	return strings.Join(s, " ") + " MiB"
+}
+
+// wireInitiate is an enhanced DDP Stream Session Initiate with IRD and
+// ORD 1.
+func wireInitiate() wire.SessionControl {
+	return wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: 1, ORD: 1}}
+}
