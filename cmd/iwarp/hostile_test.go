@@ -102,6 +102,28 @@ type target struct {
 	// good runs one session of the well-behaved client and returns the
 	// operations it completed with correct data.
 	good func(ctx context.Context) (int, error)
+
+	mu   sync.Mutex // guards held
+	held []link     // connections kept open unanswered until the round ends
+}
+
+// hold keeps l open until the round ends (release).
+func (tg *target) hold(l link) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.held = append(tg.held, l)
+}
+
+// release closes the connections held.
+func (tg *target) release() int {
+	tg.mu.Lock()
+	held := tg.held
+	tg.held = nil
+	tg.mu.Unlock()
+	for _, l := range held {
+		l.close()
+	}
+	return len(held)
 }
 
 // hsess is a hostile connection after the command's first messages.
@@ -435,7 +457,7 @@ var hostileCases = []hostileCase{
 			return s.send(rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ)/2, true))
 		}, goAhead, func(string) bool { return true })
 	}},
-	{"a Read Request never answered", "rping", func(ctx context.Context, tg *target) (string, error) {
+	{"a Read Request never answered, the connection closed", "rping", func(ctx context.Context, tg *target) (string, error) {
 		s, err := tg.session(ctx)
 		if err != nil {
 			return "", err
@@ -443,6 +465,36 @@ var hostileCases = []hostileCase{
 		time.Sleep(500 * time.Millisecond)
 		s.close()
 		return "abandoned", nil
+	}},
+	{"a Read Request never answered, the connection held", "rping", func(ctx context.Context, tg *target) (string, error) {
+		// rping's server waits for the Read as long as the connection
+		// lasts; the other cases and the good client run beside it.
+		s, err := tg.session(ctx)
+		if err != nil {
+			return "", err
+		}
+		tg.hold(s.link)
+		return "held to the round's end", nil
+	}},
+	{"a real Read Response with a bit flipped", "rping", func(ctx context.Context, tg *target) (string, error) {
+		// The bits: the DDP Version, the RDMAP Version, a bit of the
+		// STag and the top bit of the TO.
+		var answers []string
+		for _, bit := range []int{0, 15, 2*8 + 1, 6*8 + 7} {
+			ans, err := tg.misbehave(ctx, func(s *hsess) error {
+				return s.sendFlipped(rpingResponse(s.rr, 0, int(s.rr.RDMARDSZ), true), bit)
+			}, nil, func(ans string) bool {
+				if tg.scheme == "tcp" {
+					return ans == "Terminate "+term.MPACRCError.Name()
+				}
+				return terminated(ans)
+			})
+			if err != nil {
+				return "", fmt.Errorf("bit %d: %w", bit, err)
+			}
+			answers = append(answers, ans)
+		}
+		return strings.Join(dedup(answers), ", "), nil
 	}},
 }
 
@@ -752,6 +804,8 @@ const (
 	// hostileGap bounds the time the good client waits between two
 	// successful sessions.
 	hostileGap = 20 * time.Second
+	// hostileShort is the least time the cases run for.
+	hostileShort = 2 * time.Second
 )
 
 func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
@@ -784,7 +838,11 @@ func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
 	var roundRSS []int64
 	crashed := false
 	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < hold; round++ {
+	lastReport := start
+	t.Cleanup(func() { tg.release() })
+	// The short form runs every case at least once and for at least
+	// hostileShort, so that the good client works beside several of them.
+	for round := 0; round == 0 || time.Since(start) < max(hold, hostileShort); round++ {
 		for _, hc := range hostileCases {
 			if !strings.Contains(hc.cmds, cmd) {
 				continue
@@ -811,13 +869,22 @@ func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
 				break
 			}
 		}
+		tg.release()
 		tg.c.mu.Lock()
 		roundRSS = append(roundRSS, tg.c.rssLast)
+		rss := tg.c.rssLast
 		tg.c.mu.Unlock()
 		if tg.c.exited() {
 			break
 		}
+		if hold > 0 && time.Since(lastReport) > 30*time.Second {
+			lastReport = time.Now()
+			good.mu.Lock()
+			t.Logf("%v: %d rounds; VmRSS %s; the good client: %d of %d sessions", time.Since(start).Round(time.Second), round+1, mib(rss), good.ok, good.sessions)
+			good.mu.Unlock()
+		}
 	}
+	tg.release()
 	cancel()
 	waitGood()
 	took := time.Since(start)
