@@ -235,7 +235,11 @@ func ParseRawCause(b []byte) (RawCause, int, error) {
 	if err != nil {
 		return RawCause{}, 0, err
 	}
-	return RawCause{Code: c.Code(), Info: c.Info()}, n, nil
+	r := RawCause{Code: c.Code()}
+	if len(c) > paramHeaderLen {
+		r.Info = c.Info()
+	}
+	return r, n, nil
 }
 
 // InvalidStreamIdentifier is the Invalid Stream Identifier error cause (RFC

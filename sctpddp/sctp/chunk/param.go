@@ -282,7 +282,11 @@ func ParseRawParam(b []byte) (RawParam, int, error) {
 	if err != nil {
 		return RawParam{}, 0, err
 	}
-	return RawParam{Type: p.Type(), Value: p.Value()}, n, nil
+	r := RawParam{Type: p.Type()}
+	if len(p) > paramHeaderLen {
+		r.Value = p.Value()
+	}
+	return r, n, nil
 }
 
 // appendParamHeader appends a parameter header for a parameter of length
