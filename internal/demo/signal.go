@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -235,15 +236,48 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		var m Message
-		if err := json.Unmarshal(b, &m); err != nil {
-			_ = t.send(Message{Type: "error", Text: "bad signaling message: " + err.Error()})
-			continue
-		}
-		if err := s.handle(t, m); err != nil {
-			_ = t.send(Message{Type: "error", Op: m.Op, Purpose: m.Type, Text: err.Error()})
-		}
+		s.receive(t, b)
 	}
+}
+
+// receive decodes one message from a tab and acts on it. A message that
+// is not one is answered with an error {text}, one that handle refuses
+// with an error {op, purpose, text} giving its op and type
+// (web/README.md). What an answer echoes of the message is cut short
+// (clipEcho, maxErrorText), so that it stays a few KiB whatever the
+// message held: a type of "<" repeated made an answer twelve times the
+// message's size, JSON escaping each "<" twice in six octets.
+func (s *Server) receive(t *tab, b []byte) {
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		_ = t.send(Message{Type: "error", Text: clip("bad signaling message: "+err.Error(), maxErrorText)})
+		return
+	}
+	if err := s.handle(t, m); err != nil {
+		_ = t.send(Message{Type: "error", Op: clipEcho(m.Op), Purpose: clipEcho(m.Type), Text: clip(err.Error(), maxErrorText)})
+	}
+}
+
+// How much of a refused message an error answer echoes, in octets.
+const (
+	maxEcho      = 64  // of its type and op
+	maxErrorText = 512 // of the error's text, which may quote the message
+)
+
+// clipEcho cuts a refused message's type or op to maxEcho octets.
+func clipEcho(s string) string { return clip(s, maxEcho) }
+
+// clip cuts s to at most n octets, at a rune boundary, marking the cut
+// with "...".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("...")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }
 
 // leave forgets a tab: its codes, its pair, its observers, its Go peer.

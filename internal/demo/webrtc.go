@@ -162,24 +162,34 @@ func (c candidatePolicy) acceptLine(l string) bool {
 	return c.acceptIP(net.ParseIP(f[4]))
 }
 
+// offerParams returns the DDP streams and the MULPDU a page's offer to
+// the Go peer asks for, with their defaults, or why they cannot be had.
+func offerParams(m Message) (streams, mulpdu int, err error) {
+	streams = m.Streams
+	if streams == 0 {
+		streams = 1
+	}
+	if streams < 1 || streams > MaxStreams {
+		return 0, 0, fmt.Errorf("%d DDP streams asked for: 1 to %d", streams, MaxStreams)
+	}
+	mulpdu = m.MULPDU
+	if mulpdu == 0 {
+		mulpdu = wire.MaxDataChannelMULPDU
+	}
+	if mulpdu < peer.MinMULPDU || mulpdu > wire.MaxDataChannelMULPDU {
+		return 0, 0, fmt.Errorf("MULPDU %d outside [%d, %d]", mulpdu, peer.MinMULPDU, wire.MaxDataChannelMULPDU)
+	}
+	return streams, mulpdu, nil
+}
+
 // startWebRTC answers a page's offer with a Go peer on a data channel
 // per DDP stream; its ICE socket is bound to the served address alone
 // and runs through the tab's impaired network.
 func (s *Server) startWebRTC(t *tab, m Message) error {
 	t.setGoPeer(nil)
-	streams := m.Streams
-	if streams == 0 {
-		streams = 1
-	}
-	if streams < 1 || streams > MaxStreams {
-		return fmt.Errorf("%d DDP streams asked for: 1 to %d", streams, MaxStreams)
-	}
-	mulpdu := m.MULPDU
-	if mulpdu == 0 {
-		mulpdu = wire.MaxDataChannelMULPDU
-	}
-	if mulpdu < peer.MinMULPDU || mulpdu > wire.MaxDataChannelMULPDU {
-		return fmt.Errorf("MULPDU %d outside [%d, %d]", mulpdu, peer.MinMULPDU, wire.MaxDataChannelMULPDU)
+	streams, mulpdu, err := offerParams(m)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	served := s.host
