@@ -126,3 +126,115 @@ func sameModuloPadding(orig Raw, enc []byte) error {
 	}
 	return nil
 }
+
+// reencodeParam parses parameter p with the parser of its type, or as a
+// RawParam, and encodes the result again, padding included.
+func reencodeParam(p Param) ([]byte, error) {
+	do := func(v codec, n int, err error) ([]byte, error) {
+		if err != nil {
+			return nil, err
+		}
+		if n != len(p) {
+			return nil, fmt.Errorf("consumed %d of %d bytes", n, len(p))
+		}
+		return v.Append(nil), nil
+	}
+	switch p.Type() {
+	case ParamIPv4Address:
+		v, n, err := ParseIPv4Address(p)
+		return do(v, n, err)
+	case ParamIPv6Address:
+		v, n, err := ParseIPv6Address(p)
+		return do(v, n, err)
+	case ParamCookiePreservative:
+		v, n, err := ParseCookiePreservative(p)
+		return do(v, n, err)
+	case ParamSupportedAddressTypes:
+		v, n, err := ParseSupportedAddressTypes(p)
+		return do(v, n, err)
+	case ParamSupportedExtensions:
+		v, n, err := ParseSupportedExtensions(p)
+		return do(v, n, err)
+	case ParamAdaptationLayerIndication:
+		v, n, err := ParseAdaptationLayerIndication(p)
+		return do(v, n, err)
+	case ParamZeroChecksumAcceptable:
+		v, n, err := ParseZeroChecksumAcceptable(p)
+		return do(v, n, err)
+	case ParamOutgoingSSNResetRequest:
+		v, n, err := ParseOutgoingSSNResetRequest(p)
+		return do(v, n, err)
+	case ParamIncomingSSNResetRequest:
+		v, n, err := ParseIncomingSSNResetRequest(p)
+		return do(v, n, err)
+	case ParamSSNTSNResetRequest:
+		v, n, err := ParseSSNTSNResetRequest(p)
+		return do(v, n, err)
+	case ParamReconfigResponse:
+		v, n, err := ParseReconfigResponse(p)
+		return do(v, n, err)
+	case ParamAddOutgoingStreams, ParamAddIncomingStreams:
+		v, n, err := ParseAddStreamsRequest(p)
+		return do(v, n, err)
+	case ParamAddIPAddress, ParamDeleteIPAddress, ParamSetPrimaryAddress:
+		v, n, err := ParseAddressRequest(p)
+		return do(v, n, err)
+	case ParamErrorCauseIndication:
+		v, n, err := ParseErrorCauseIndication(p)
+		return do(v, n, err)
+	case ParamSuccessIndication:
+		v, n, err := ParseSuccessIndication(p)
+		return do(v, n, err)
+	}
+	v, n, err := ParseRawParam(p)
+	return do(v, n, err)
+}
+
+// reencodeCause is reencodeParam for error causes.
+func reencodeCause(c Cause) ([]byte, error) {
+	do := func(v codec, n int, err error) ([]byte, error) {
+		if err != nil {
+			return nil, err
+		}
+		if n != len(c) {
+			return nil, fmt.Errorf("consumed %d of %d bytes", n, len(c))
+		}
+		return v.Append(nil), nil
+	}
+	switch c.Code() {
+	case CauseInvalidStreamIdentifier:
+		v, n, err := ParseInvalidStreamIdentifier(c)
+		return do(v, n, err)
+	case CauseMissingMandatoryParameter:
+		v, n, err := ParseMissingMandatoryParameter(c)
+		return do(v, n, err)
+	case CauseStaleCookie:
+		v, n, err := ParseStaleCookie(c)
+		return do(v, n, err)
+	case CauseNoUserData:
+		v, n, err := ParseNoUserData(c)
+		return do(v, n, err)
+	}
+	v, n, err := ParseRawCause(c)
+	return do(v, n, err)
+}
+
+// maskReserved clears, in a copy of a parameter or error cause, the
+// Reserved fields its parser ignores.
+func maskReserved(tlv []byte) []byte {
+	b := bytes.Clone(tlv)
+	switch ParamType(uint16(b[0])<<8 | uint16(b[1])) {
+	case ParamAddOutgoingStreams, ParamAddIncomingStreams:
+		b[10], b[11] = 0, 0
+	}
+	return b
+}
+
+// maskCauseReserved is maskReserved for error causes.
+func maskCauseReserved(tlv []byte) []byte {
+	b := bytes.Clone(tlv)
+	if CauseCode(uint16(b[0])<<8|uint16(b[1])) == CauseInvalidStreamIdentifier {
+		b[6], b[7] = 0, 0
+	}
+	return b
+}
