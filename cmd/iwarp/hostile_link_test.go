@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/logging"
+
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -246,7 +248,7 @@ func dialSCTP(ctx context.Context, addr string) (*sctpLink, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := sctpddp.Dial(ctx, "udp", r.addr(), soakSCTPConfig())
+	a, err := sctpddp.Dial(ctx, "udp", r.addr(), hostileSCTPConfig())
 	if err != nil {
 		r.close()
 		return nil, err
@@ -295,6 +297,14 @@ func dialSCTP(ctx context.Context, addr string) (*sctpLink, error) {
 			return nil, fmt.Errorf("%v in answer to the Initiate", m.Function)
 		}
 	}
+}
+
+// hostileSCTPConfig is the hostile peer's: the soak's key, and pion's
+// logs off (its handshakes given up on purpose log errors).
+func hostileSCTPConfig() *sctpddp.Config {
+	c := soakSCTPConfig()
+	c.LoggerFactory = &logging.DefaultLoggerFactory{DefaultLogLevel: logging.LogLevelDisabled}
+	return c
 }
 
 func (l *sctpLink) send(seg []byte) error {

@@ -38,11 +38,14 @@ import (
 // first messages) and then, one connection per case:
 //
 //   - answers a Read Request twice (over sctp:// the later DDP-SSN
-//     first), late, never, with half the data, or in two segments the
-//     Last one first (rping, the one command that sends Read Requests);
+//     first), late, never (the connection closed, or held to the end of
+//     the round beside the other cases), with half the data, in two
+//     segments the Last one first, or with a bit flipped (rping, the one
+//     command that sends Read Requests);
 //   - sends a Read Response, an Atomic Response nobody asked for, or
-//     replays a real one (serve's Read Response, perf's Atomic Response),
-//     and a Send twice (serve);
+//     replays a real one (serve's Read Response, perf's Atomic Response:
+//     no command sends Atomic Requests, so a second Response to one is
+//     this replay), and a Send twice (serve);
 //   - flips a bit in a segment after MPA's CRC is computed, or in the
 //     plaintext handed to DTLS (it arrives authenticated, and malformed);
 //   - sends a segment shorter than its DDP Header, or half an FPDU and
@@ -58,10 +61,11 @@ import (
 // that the peak VmRSS stays within what the servers' documented limits
 // allow, and, at the end, the goroutines (counted in the SIGQUIT dump).
 //
-// Without IWARP_HOSTILE it runs each case once per server. IWARP_HOSTILE
-// (a Go duration) runs the cases over and over for that long per command
-// (its tcp:// and sctp:// servers at once), and then checks that the
-// server's RSS has not grown since the first rounds: scripts/soak-hostile.sh.
+// Without IWARP_HOSTILE it runs the cases in rounds for hostileShort,
+// each at least once. IWARP_HOSTILE (a Go duration) runs them for that
+// long per command (its tcp:// and sctp:// servers at once), and then
+// checks that the server's RSS has not grown since the first rounds:
+// scripts/soak-hostile.sh.
 func TestHostile(t *testing.T) {
 	var hold time.Duration
 	if s := os.Getenv("IWARP_HOSTILE"); s != "" {
@@ -523,7 +527,7 @@ func abandonStartups(ctx context.Context, tg *target) (string, error) {
 			return "", err
 		}
 		dctx, cancel := context.WithTimeout(ctx, d)
-		a, err := sctpddp.Dial(dctx, "udp", r.addr(), soakSCTPConfig())
+		a, err := sctpddp.Dial(dctx, "udp", r.addr(), hostileSCTPConfig())
 		cancel()
 		if err == nil {
 			a.Close()
