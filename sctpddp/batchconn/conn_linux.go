@@ -41,6 +41,7 @@ type Conn struct {
 	rdeadline atomic.Int64 // SetReadDeadline's time in Unix ns; 0 for none
 	gso       atomic.Bool  // in use: turned off for good on a refusal
 	gro       bool         // UDP_GRO is on
+	stats     counters
 
 	rmu sync.Mutex // guards r
 	r   reader
@@ -65,7 +66,6 @@ type reader struct {
 	err    error // of the last receive call
 	recv   func(fd uintptr) bool
 	addrs  addrCache
-	stats  Stats
 }
 
 // writer is the write side. Between Cork and Flush, datagrams are copied
@@ -88,7 +88,6 @@ type writer struct {
 	sent  int   // messages of msgs[:nmsg] sent or given up
 	err   error // first send error of the Flush in progress
 	send  func(fd uintptr) bool
-	stats Stats
 }
 
 // pending is a datagram held between Cork and Flush.
@@ -212,7 +211,7 @@ func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) {
 		if !ok {
 			continue // not an IP source: nothing to answer
 		}
-		r.stats.RecvDatagrams++
+		c.stats.recvDatagrams.Add(1)
 		return copy(p, r.buf[base:base+seg]), r.addrs.get(k), nil
 	}
 }
@@ -252,8 +251,8 @@ func (c *Conn) fill() error {
 		r.err = nil
 		return c.opError("read", nil, err)
 	}
-	r.stats.RecvCalls++
-	r.stats.RecvMessages += uint64(r.rn)
+	c.stats.recvCalls.Add(1)
+	c.stats.recvMessages.Add(uint64(r.rn))
 	return nil
 }
 
@@ -296,9 +295,7 @@ func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
 		}
 		n, err := c.uc.WriteTo(p, addr)
 		if err == nil {
-			w.stats.SendCalls++
-			w.stats.SendMessages++
-			w.stats.SendDatagrams++
+			c.stats.sent(1, 1)
 		}
 		return n, err
 	}
@@ -422,11 +419,11 @@ func (c *Conn) sendBatch(fd uintptr) bool {
 		n, errno := sendmmsgCall(fd, w.msgs[w.sent:w.nmsg])
 		switch {
 		case errno == 0:
-			w.stats.SendCalls++
-			w.stats.SendMessages += uint64(n)
+			d := 0
 			for _, r := range w.runs[w.sent : w.sent+n] {
-				w.stats.SendDatagrams += uint64(r.n)
+				d += r.n
 			}
+			c.stats.sent(n, d)
 			w.sent += n
 		case errno == unix.EINTR:
 		case errno == unix.EAGAIN:
@@ -483,14 +480,29 @@ func (c *Conn) Features() Features {
 
 // Stats returns the counts of system calls and datagrams so far.
 func (c *Conn) Stats() Stats {
-	c.rmu.Lock()
-	s := c.r.stats
-	c.rmu.Unlock()
-	c.wmu.Lock()
-	ws := c.w.stats
-	c.wmu.Unlock()
-	s.SendCalls, s.SendMessages, s.SendDatagrams = ws.SendCalls, ws.SendMessages, ws.SendDatagrams
-	return s
+	s := &c.stats
+	return Stats{
+		RecvCalls:     s.recvCalls.Load(),
+		RecvMessages:  s.recvMessages.Load(),
+		RecvDatagrams: s.recvDatagrams.Load(),
+		SendCalls:     s.sendCalls.Load(),
+		SendMessages:  s.sendMessages.Load(),
+		SendDatagrams: s.sendDatagrams.Load(),
+	}
+}
+
+// counters are the figures of Stats, atomic so that Stats needs neither
+// lock (a reader waiting for datagrams holds rmu).
+type counters struct {
+	recvCalls, recvMessages, recvDatagrams atomic.Uint64
+	sendCalls, sendMessages, sendDatagrams atomic.Uint64
+}
+
+// sent counts one send call that sent msgs messages of datagrams in all.
+func (s *counters) sent(msgs, datagrams int) {
+	s.sendCalls.Add(1)
+	s.sendMessages.Add(uint64(msgs))
+	s.sendDatagrams.Add(uint64(datagrams))
 }
 
 // deadlineNanos returns t as Conn.rdeadline holds it.
