@@ -10,7 +10,8 @@
 #     segments the Last one first, with a bit flipped (rping);
 #   - Read Responses and Atomic Responses nobody asked for, and real ones
 #     replayed (serve's Read Response, perf's Atomic Response), a Send
-#     twice (serve);
+#     twice, as many Read Requests as the IRD and four times as many with
+#     the Responses read a second late (serve);
 #   - segments with a bit flipped after MPA's CRC is computed, or in the
 #     plaintext handed to DTLS; segments shorter than their DDP Header;
 #     half an FPDU, then gone;

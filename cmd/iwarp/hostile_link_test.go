@@ -60,6 +60,10 @@ type link interface {
 	// close abandons the stream: a TCP close, an SCTP association's
 	// close, without a goodbye of the protocol.
 	close()
+	// peerIRD is the IRD the server answered the startup with: the most
+	// Read Requests it takes at once (RFC 6581 §9.1: "the initiator MUST
+	// set ... its ORD at most to the responder IRD").
+	peerIRD() int
 }
 
 // errEnded is recv's error once the server has ended the stream: a TCP
@@ -108,18 +112,38 @@ type mpaLink struct {
 	c    net.Conn
 	r    *mpa.Reader
 	opts mpa.Options
+	ird  int
 	mu   sync.Mutex // serialises writes
 	pos  uint64
 }
 
-// mpaStartupOffset is the stream offset of the first FPDU after
-// mpaStartup's Request: Markers are off, so only its alignment matters.
-var mpaStartupOffset = uint64(len(mpaStartup()) - mpa.FrameHeaderLen - ddp.EnhancedDataLen)
+// hostileIRD and hostileORD are what the hostile peer offers: one
+// Read Request of the server's at a time, and several of its own.
+const hostileIRD, hostileORD = 1, 16
 
-// dialMPA connects to addr from hostileFrom with mpaStartup's Request
-// (revision 2, CRCs, peer-to-peer with a zero-length RDMA Write RTR,
-// IRD and ORD 1) and reads the Reply; a Reply with R set is
-// ddp.RejectedError.
+// hostileStartup is what the hostile MPA initiator sends first, in one
+// write: an MPA Request (revision 2, CRCs, the peer-to-peer model with a
+// zero-length RDMA Write as RTR, hostileIRD and hostileORD) and that RTR,
+// without waiting for the Reply.
+func hostileStartup() []byte {
+	e := ddp.EnhancedData{PeerToPeer: true, WriteRTR: true, IRD: hostileIRD, ORD: hostileORD}
+	b := (&mpa.Frame{Rev: 2, CRC: true, Enhanced: true, PrivateData: e.Append(nil)}).Append(nil)
+	hdr := ddp.Header{Tagged: true, Last: true, DV: ddp.Version}
+	hdr.RsvdULP[0] = byte(rdmap.MakeControl(rdmap.OpWrite))
+	b, err := mpa.AppendFPDU(b, 0, mpa.Options{CRC: true}, hdr.Append(nil))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// hostileStartupOffset is the stream offset of the first FPDU after
+// hostileStartup's Request: Markers are off, so only its alignment
+// matters.
+var hostileStartupOffset = uint64(len(hostileStartup()) - mpa.FrameHeaderLen - ddp.EnhancedDataLen)
+
+// dialMPA connects to addr from hostileFrom with hostileStartup and
+// reads the Reply; a Reply with R set is ddp.RejectedError.
 func dialMPA(ctx context.Context, addr string) (*mpaLink, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(hostileFrom)}}
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -127,7 +151,7 @@ func dialMPA(ctx context.Context, addr string) (*mpaLink, error) {
 		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(mpaStartup()); err != nil {
+	if _, err := c.Write(hostileStartup()); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -140,10 +164,17 @@ func dialMPA(ctx context.Context, addr string) (*mpaLink, error) {
 		c.Close()
 		return nil, &ddp.RejectedError{PrivateData: rep.PrivateData}
 	}
+	e, _, ok := rep.Enhancement()
+	if !ok {
+		c.Close()
+		return nil, errors.New("an MPA Reply without IRD and ORD")
+	}
 	c.SetDeadline(time.Time{})
 	opts := mpa.Options{CRC: true}
-	return &mpaLink{c: c, r: mpa.NewReader(c, opts), opts: opts, pos: mpaStartupOffset}, nil
+	return &mpaLink{c: c, r: mpa.NewReader(c, opts), opts: opts, ird: int(e.IRD), pos: hostileStartupOffset}, nil
 }
+
+func (l *mpaLink) peerIRD() int { return l.ird }
 
 // fpdu frames seg at the stream's next offset.
 func (l *mpaLink) fpdu(seg []byte) ([]byte, error) {
@@ -237,12 +268,15 @@ type sctpLink struct {
 	st    *sctpddp.Stream
 	buf   []byte
 	early [][]byte // DDP Segments that overtook the Accept
+	ird   int
 }
+
+func (l *sctpLink) peerIRD() int { return l.ird }
 
 // dialSCTP connects to addr (a UDP address) through a new relay from
 // hostileFrom, with the soak's pre-shared key, and starts a DDP Stream
-// Session on stream 1 with the enhanced Initiate (IRD and ORD 1). A
-// Reject is ddp.RejectedError.
+// Session on stream 1 with the enhanced Initiate (hostileIRD and
+// hostileORD). A Reject is ddp.RejectedError.
 func dialSCTP(ctx context.Context, addr string) (*sctpLink, error) {
 	r, err := newHoldRelay(hostileFrom, addr)
 	if err != nil {
@@ -259,7 +293,7 @@ func dialSCTP(ctx context.Context, addr string) (*sctpLink, error) {
 		return nil, err
 	}
 	l.buf = make([]byte, a.MULPDU()+wire.SSNLen)
-	init := wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: 1, ORD: 1}}
+	init := wire.SessionControl{Function: wire.FunctionEnhancedInitiate, Enhanced: wire.EnhancedData{IRD: hostileIRD, ORD: hostileORD}}
 	if _, err := l.st.WriteSessionControl(ctx, init); err != nil {
 		l.close()
 		return nil, err
@@ -287,7 +321,8 @@ func dialSCTP(ctx context.Context, addr string) (*sctpLink, error) {
 			return nil, err
 		}
 		switch m.Function {
-		case wire.FunctionEnhancedAccept, wire.FunctionAccept:
+		case wire.FunctionEnhancedAccept:
+			l.ird = int(m.Enhanced.IRD)
 			return l, nil
 		case wire.FunctionEnhancedReject, wire.FunctionReject:
 			l.close()

@@ -46,6 +46,8 @@ import (
 //     replays a real one (serve's Read Response, perf's Atomic Response:
 //     no command sends Atomic Requests, so a second Response to one is
 //     this replay), and a Send twice (serve);
+//   - sends serve as many Read Requests as its IRD, and four times as
+//     many, and reads the Responses only a second later;
 //   - flips a bit in a segment after MPA's CRC is computed, or in the
 //     plaintext handed to DTLS (it arrives authenticated, and malformed);
 //   - sends a segment shorter than its DDP Header, or half an FPDU and
@@ -403,6 +405,16 @@ var hostileCases = []hostileCase{
 			return s.send(seg)
 		}, nil, terminated)
 	}},
+	{"as many Read Requests as the IRD, the Responses read late", "serve", func(ctx context.Context, tg *target) (string, error) {
+		return readLate(ctx, tg, 0, func(ans string, n int) bool { return ans == fmt.Sprintf("all %d Responses", n) })
+	}},
+	{"four times the IRD's Read Requests, the Responses read late", "serve", func(ctx context.Context, tg *target) (string, error) {
+		// A Request finds no place when the IRD's are all waiting to be
+		// answered, which depends on how much the sockets take.
+		return readLate(ctx, tg, 3, func(ans string, n int) bool {
+			return strings.HasPrefix(ans, "Terminate "+term.DDPNoBuffer.Name()) || strings.HasPrefix(ans, "closed") || ans == fmt.Sprintf("all %d Responses", n)
+		})
+	}},
 	{"a Send twice (over sctp:// the later DDP-SSN first)", "serve", func(ctx context.Context, tg *target) (string, error) {
 		return tg.misbehave(ctx, func(s *hsess) error {
 			s.msn[rdmap.QNSend]++
@@ -500,6 +512,70 @@ var hostileCases = []hostileCase{
 		}
 		return strings.Join(dedup(answers), ", "), nil
 	}},
+}
+
+// readLate sends serve its IRD and more RDMA Read Requests of 256 KiB
+// each at once and reads nothing for 1 s, so that its send side waits on
+// a peer that does not read; then it reads, and says what came: every
+// Response with the region's octets, or a Terminate (for Requests beyond
+// the IRD) or the connection's end after some of them. accept judges
+// the answer for the n Requests sent.
+func readLate(ctx context.Context, tg *target, more int, accept func(ans string, n int) bool) (string, error) {
+	const size, sink = 256 << 10, 0x00777700
+	s, err := tg.session(ctx)
+	if err != nil {
+		return "", fmt.Errorf("starting: %w", err)
+	}
+	defer s.close()
+	ird := s.peerIRD()
+	if ird == 0 {
+		return "", errors.New("the server's IRD is 0")
+	}
+	n := ird * (1 + more)
+	ans, err := readLateOn(ctx, s, n, size, sink)
+	if err == nil && !accept(ans, n) {
+		err = fmt.Errorf("the server answered %s", ans)
+	}
+	return fmt.Sprintf("IRD %d, %d Requests: %s", ird, n, ans), err
+}
+
+func readLateOn(ctx context.Context, s *hsess, n, size int, sink uint32) (string, error) {
+	region := expectedRegion(1 << 20)
+	for i := range n {
+		rr := rdmap.ReadRequest{SinkSTag: sink, SinkTO: uint64(i) << 18, RDMARDSZ: uint32(size), SrcSTag: s.adv.STag, SrcTO: s.adv.TO + uint64(i%4)<<18}
+		if err := s.sendMsg(rdmap.OpReadRequest, rdmap.QNReadReq, rr.Append(nil)); err != nil {
+			return "", fmt.Errorf("Read Request %d: %w", i, err)
+		}
+	}
+	time.Sleep(time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done := 0
+	for done < n {
+		seg, err := s.recv(cctx)
+		if errors.Is(err, errEnded) {
+			return fmt.Sprintf("closed after %d Responses", done), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("after %d Responses: %w", done, err)
+		}
+		if e, ok := asTerminate(seg); ok {
+			return fmt.Sprintf("Terminate %s after %d Responses", e.Name(), done), nil
+		}
+		op, h, body, ok := rdmapOp(seg)
+		if !ok || op != rdmap.OpReadResponse || h.STag != sink {
+			return "", fmt.Errorf("a %v segment among the Responses", op)
+		}
+		i, off := int(h.TO>>18), int(h.TO&uint64(size-1))
+		at := (i%4)<<18 + off
+		if i >= n || off+len(body) > size || at+len(body) > len(region) || !bytes.Equal(body, region[at:at+len(body)]) {
+			return "", fmt.Errorf("a Read Response at TO %#x of other octets than the region's", h.TO)
+		}
+		if h.Last {
+			done++
+		}
+	}
+	return fmt.Sprintf("all %d Responses", n), nil
 }
 
 // abandonStartups opens connections and leaves each in the middle of its
