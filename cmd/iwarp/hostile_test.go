@@ -422,6 +422,40 @@ var hostileCases = []hostileCase{
 			return s.sendLaterFirst(seg, seg)
 		}, nil, terminated)
 	}},
+	{"control messages out of turn", "perf", func(ctx context.Context, tg *target) (string, error) {
+		// A start before the hello, a second hello, a start for another
+		// operation: perf's server ends the connection.
+		var answers []string
+		for i, msgs := range [][]perf.Ctl{
+			{{Type: perf.CtlStart, Op: perf.OpAtomic, Size: 8}},
+			{{Type: perf.CtlHello, Op: perf.OpAtomic, Size: 8, N: 1, BufLen: perf.CtlLen}, {Type: perf.CtlHello, Op: perf.OpAtomic, Size: 8, N: 1, BufLen: perf.CtlLen}},
+			{{Type: perf.CtlHello, Op: perf.OpAtomic, Size: 8, N: 1, BufLen: perf.CtlLen}, {Type: perf.CtlStart, Op: perf.OpRead, Size: 4096}},
+		} {
+			l, err := tg.dial(ctx)
+			if err != nil {
+				return "", err
+			}
+			s := &hsess{link: l}
+			for _, m := range msgs {
+				if err == nil {
+					err = s.sendMsg(rdmap.OpSend, rdmap.QNSend, m.Append(nil))
+				}
+			}
+			ans := ""
+			if err == nil {
+				ans, err = s.await(nil, false)
+			}
+			l.close()
+			if err == nil && !terminated(ans) {
+				err = fmt.Errorf("the server answered %s", ans)
+			}
+			if err != nil {
+				return "", fmt.Errorf("sequence %d: %w", i+1, err)
+			}
+			answers = append(answers, ans)
+		}
+		return strings.Join(dedup(answers), ", "), nil
+	}},
 	{"a real Atomic Response replayed", "perf", func(ctx context.Context, tg *target) (string, error) {
 		return tg.misbehave(ctx, func(s *hsess) error {
 			req := rdmap.AtomicRequest{Op: rdmap.FetchAdd, ReqID: 7, STag: s.adv.STag, TO: s.adv.TO, AddSwapData: 1}
@@ -491,6 +525,36 @@ var hostileCases = []hostileCase{
 		}
 		tg.hold(s.link)
 		return "held to the round's end", nil
+	}},
+	{"an Info of another length, or naming more than -S", "rping", func(ctx context.Context, tg *target) (string, error) {
+		// rping's server takes only Infos of 16 octets ("Received bogus
+		// data") naming at most its buffer, and ends the connection.
+		var answers []string
+		for _, info := range [][]byte{
+			rping.Info{Buf: 0x10000, RKey: 0x00abcd00, Size: rpingHostileSize}.Append(nil)[:15],
+			append(rping.Info{Buf: 0x10000, RKey: 0x00abcd00, Size: rpingHostileSize}.Append(nil), 0),
+			rping.Info{Buf: 0x10000, RKey: 0x00abcd00, Size: rpingHostileSize + 1}.Append(nil),
+		} {
+			l, err := tg.dial(ctx)
+			if err != nil {
+				return "", err
+			}
+			s := &hsess{link: l}
+			err = s.sendMsg(rdmap.OpSend, rdmap.QNSend, info)
+			ans := ""
+			if err == nil {
+				ans, err = s.await(nil, false)
+			}
+			l.close()
+			if err == nil && !terminated(ans) {
+				err = fmt.Errorf("the server answered %s", ans)
+			}
+			if err != nil {
+				return "", fmt.Errorf("an Info of %d octets: %w", len(info), err)
+			}
+			answers = append(answers, ans)
+		}
+		return strings.Join(dedup(answers), ", "), nil
 	}},
 	{"a real Read Response with a bit flipped", "rping", func(ctx context.Context, tg *target) (string, error) {
 		// The bits: the DDP Version, the RDMAP Version, a bit of the
