@@ -46,8 +46,9 @@ type Delivery struct {
 	// Len is the ULP Message Length: for an untagged message MO + payload
 	// of the last segment (RFC 5041 §5.4); for a tagged message the sum of
 	// its segments' payloads.
-	Len    uint32
-	Buffer Buffer // untagged only: the consumed buffer
+	Len     uint32
+	LastLen uint32 // the last segment's payload length
+	Buffer  Buffer // untagged only: the consumed buffer
 }
 
 // Fault describes what stopped a stream, with what RDMAP's Terminate
@@ -285,6 +286,12 @@ func (s *Stream) Receive(seq uint32, seg []byte) error {
 	// make every segment's header escape to the heap.
 	s.current = h
 	s.placing.Lock()
+	if s.isStopped() {
+		// Stopped since the check above: a ULP that stops the stream and
+		// then calls Quiesce knows that nothing is placed after it.
+		s.placing.Unlock()
+		return ErrStopped
+	}
 	t, terr := s.check(&s.current, n)
 	if terr == nil {
 		t.write(seg[hl:])
@@ -468,7 +475,7 @@ func (s *Stream) deliver() {
 			continue
 		}
 		d := &s.delivery
-		*d = Delivery{Header: sl.h, Len: uint32(s.msgLen)}
+		*d = Delivery{Header: sl.h, Len: uint32(s.msgLen), LastLen: sl.n}
 		s.msgLen = 0
 		if !sl.h.Tagged {
 			d.Len = sl.h.MO + sl.n
@@ -511,8 +518,10 @@ func (s *Stream) consume(d *Delivery) *term.Error {
 // before it. The ULP calls it when it revokes access to memory, so that
 // "the network interface can no longer modify an Advertised Buffer after
 // the ULP revokes remote access rights for an STag" (RFC 5040 §8.1.1
-// item 6). It may be called from any goroutine, the stream's receive
-// goroutine included outside Receive's checks (in Deliver, say).
+// item 6). Once the stream has stopped, Quiesce also means that nothing
+// more is placed at all: the ULP may then flush its posted buffers. It
+// may be called from any goroutine, the stream's receive goroutine
+// included outside Receive's checks (in Deliver, say).
 func (s *Stream) Quiesce() {
 	s.placing.Lock()
 	s.placing.Unlock()

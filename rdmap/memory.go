@@ -65,9 +65,13 @@ var (
 // protection domains share, so that an STag of another domain is told
 // apart from one that does not exist (RFC 5041 §7.2 codes 0x00 and 0x02).
 type Device struct {
-	mu     sync.RWMutex // guards stags and keys
+	mu     sync.RWMutex // guards stags, keys and freed
 	stags  map[uint32]*region
-	keys   map[uint32]uint8 // last key used per STag index
+	keys   map[uint32]uint8 // the last key of indices freed and not yet used again
+	// freed is a ring of the last indices freed, oldest at freedHead once
+	// full (remove): keys holds no more than they.
+	freed     []freedSTag
+	freedHead int
 	rng    *rand.Rand
 	max    int
 	nextPD uint32
@@ -85,6 +89,12 @@ type DeviceConfig struct {
 	// OnEvent, if set, receives every asynchronous event of the device's
 	// queue pairs and completion queues. It must not block.
 	OnEvent func(AsyncEvent)
+}
+
+// freedSTag is an STag index given back, with the key it had.
+type freedSTag struct {
+	idx uint32
+	key uint8
 }
 
 // NewDevice returns a device.
@@ -208,6 +218,11 @@ func (pd *ProtectionDomain) RegisterMemory(buf []byte, base uint64, access Acces
 func (d *Device) insert(r *region) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.insertLocked(r)
+}
+
+// insertLocked gives r an STag. The caller holds d.mu.
+func (d *Device) insertLocked(r *region) error {
 	if len(d.stags) >= d.max {
 		return ErrTooManySTags
 	}
@@ -233,10 +248,13 @@ func (d *Device) insert(r *region) error {
 			continue
 		}
 		key := uint8(d.rng.Uint32())
-		if last, ok := d.keys[idx]; ok && key == last {
-			key++
+		if last, ok := d.keys[idx]; ok {
+			if key == last {
+				key++
+			}
+			// The index is in use again: its key is in its STag.
+			delete(d.keys, idx)
 		}
-		d.keys[idx] = key
 		r.stag = idx<<8 | uint32(key)
 		d.stags[idx] = r
 		return nil
@@ -258,27 +276,55 @@ func (m *MemoryRegion) Deregister() error {
 	d.remove(m.r)
 	qps := slices.Clone(m.r.pd.qps)
 	d.mu.Unlock()
-	quiesce(qps)
+	revoke(qps, true)
 	return nil
 }
 
-// quiesce waits until no segment is being placed on the queue pairs,
-// once an STag has been removed: "An RNIC MUST ensure that the network
+// revoke waits, once an STag has been removed, until no segment is being
+// placed on the queue pairs: "An RNIC MUST ensure that the network
 // interface can no longer modify an Advertised Buffer after the ULP
 // revokes remote access rights for an STag." (RFC 5040 §8.1.1 item 6) A
 // segment checked before the removal may still be writing to the memory;
-// one checked after finds the STag invalid. Deregister and Invalidate
-// return only then.
-func quiesce(qps []*QueuePair) {
+// one checked after finds the STag invalid. For a local revocation it
+// also waits until no Read Response whose STag was checked before the
+// removal is still being read by the LLP (QueuePair.respMu): one checked
+// after finds it invalid and is not sent. Deregister and Invalidate
+// return only then, and the memory is the program's again. A remote
+// invalidation, which runs on a stream's receive side, waits for
+// placements only: it must not wait for a send that may itself wait for
+// the peer to read; Responses already handed to the LLP answer Read
+// Requests the peer sent before it invalidated.
+func revoke(qps []*QueuePair, local bool) {
 	for _, qp := range qps {
 		qp.stream.Quiesce()
+		if local {
+			qp.respMu.Lock()
+			qp.respMu.Unlock()
+		}
 	}
 }
 
-// remove takes r out of the STag namespace. The caller holds d.mu.
+// remove takes r out of the STag namespace and remembers its key, so
+// that the index's next STag has another. The keys of the last MaxSTags
+// indices freed are remembered, no more: the device's bookkeeping is
+// bounded by its registration limit, however often peers come and go. An
+// index forgotten is one of 2^24, drawn again with a random key. The
+// caller holds d.mu.
 func (d *Device) remove(r *region) {
 	r.valid = false
-	delete(d.stags, r.stag>>8)
+	idx := r.stag >> 8
+	delete(d.stags, idx)
+	if len(d.freed) == d.max {
+		old := d.freed[d.freedHead]
+		if k, ok := d.keys[old.idx]; ok && k == old.key {
+			delete(d.keys, old.idx)
+		}
+		d.freed[d.freedHead] = freedSTag{idx, uint8(r.stag)}
+		d.freedHead = (d.freedHead + 1) % d.max
+	} else {
+		d.freed = append(d.freed, freedSTag{idx, uint8(r.stag)})
+	}
+	d.keys[idx] = uint8(r.stag)
 	r.pd.stags--
 	if r.parent != nil {
 		r.parent.windows--
@@ -337,12 +383,17 @@ func (m *MemoryRegion) bindWindow(qp *QueuePair, offset uint64, length int, acce
 	}
 	w := &region{pd: m.r.pd, qp: qp, mem: m.r.mem[offset : offset+uint64(length)], base: m.r.base + offset, access: access, valid: true, parent: m.r}
 	d := m.r.pd.dev
-	if err := d.insert(w); err != nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Checked under the lock that Deregister and Invalidate take, so that
+	// a window is never bound to memory they have given back.
+	if !m.r.valid {
+		return nil, ErrInvalidSTag
+	}
+	if err := d.insertLocked(w); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
 	m.r.windows++
-	d.mu.Unlock()
 	return &MemoryWindow{w}, nil
 }
 
@@ -387,8 +438,12 @@ func (d *Device) invalidate(pd *ProtectionDomain, stag uint32, remote *QueuePair
 	}
 	d.remove(r)
 	qps := slices.Clone(pd.qps)
+	if r.qp != nil {
+		// A window bound to one queue pair is reached through it alone.
+		qps = []*QueuePair{r.qp}
+	}
 	d.mu.Unlock()
-	quiesce(qps)
+	revoke(qps, remote == nil)
 	return nil
 }
 

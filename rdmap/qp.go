@@ -126,6 +126,13 @@ type QueuePair struct {
 	wrs       []*sqEntry // taken from the send queue for one batch
 	now       response   // the Response answer sends (its body must not be on a stack)
 
+	// respMu is held while the LLP may read a Read Response's Data Source
+	// memory: from the check that its STag is still valid to the WriteNow
+	// or Flush that lets go of the payload. Deregister and a local
+	// Invalidate wait for it, so that no octet of memory revoked before
+	// its Response was sent leaves (revoke).
+	respMu sync.Mutex
+
 	mu         sync.Mutex // guards the fields below
 	state      State
 	closing    bool        // Close has begun: posts are refused while it drains

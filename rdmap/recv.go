@@ -159,20 +159,7 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 		// "A valid RDMA Write Message MUST NOT be delivered to the Data
 		// Sink's ULP (i.e., it is placed by the DDP layer)." (§5.1)
 	case op == OpReadResponse:
-		qp.mu.Lock()
-		e := qp.reads[0] // CheckSegment made sure there is one
-		waited := qp.waitsForResponses()
-		qp.reads = dropFirst(qp.reads)
-		freed := waited && !qp.waitsForResponses()
-		qp.mu.Unlock()
-		if freed {
-			// A work request waited for this Read (the ORD, a Fence).
-			signal(qp.wake)
-		}
-		// "An RDMA Read operation MUST NOT be Completed at the Local Peer
-		// until the DDP layer Delivers the associated incoming RDMA Read
-		// Response Message." (§5.5 rule 19)
-		qp.complete(e, StatusSuccess, nil)
+		qp.deliverReadResponse(d)
 	case op.IsSend():
 		qp.deliverSend(op, d)
 	case op == OpReadRequest:
@@ -186,6 +173,73 @@ func (r *receiver) Deliver(d *ddp.Delivery) {
 	case op.IsImmediate():
 		qp.deliverImmediate(op, d)
 	}
+}
+
+// deliverReadResponse completes the oldest outstanding RDMA Read with
+// the Read Response just delivered. Read Responses come in the order of
+// their Read Requests (§5.2.2: "The Data Source RDMAP layer MUST pass
+// RDMA Read Response Messages to the DDP layer, in the order that the
+// RDMA Read Request Messages were received"), and DDP delivers in that
+// order, so the oldest is this Response's Read. Its segments were placed
+// only into the Data Sink buffer of some outstanding Read (sinkBuffer);
+// here the whole message is matched: a Response with no Read left to
+// answer (one that answers nothing, or a second for one Read) is an
+// Unexpected OpCode (0x0/0x2/0x06), as at placement, and one whose STag,
+// Tagged Offset or length differ from the oldest Read's gets the tagged
+// buffer errors of RFC 5041 §7.2, "Invalid STag" (0x1/0x1/0x00) and "Base
+// or bounds violation" (0x1/0x1/0x01): "The Data Sink MAY validate that
+// the STag, Tagged Offset, and length of the RDMA Read Response Message
+// are the same as the STag, Tagged Offset, and length included in the
+// corresponding RDMA Read Request Message" (§5.2.2). Either way the
+// stream stops and places nothing more.
+func (qp *QueuePair) deliverReadResponse(d *ddp.Delivery) {
+	h := &d.Header
+	qp.mu.Lock()
+	if len(qp.reads) == 0 {
+		qp.mu.Unlock()
+		if qp.stream.Stopped() {
+			// The stream stopped after the segment was placed, and its
+			// Reads were flushed: nothing is left to complete.
+			return
+		}
+		qp.failMessage(term.RDMAPUnexpectedOpcode.With("RDMA Read Response (STag %#08x, %d octets) with no RDMA Read outstanding", h.STag, d.Len), d)
+		return
+	}
+	e := qp.reads[0]
+	var bad *term.Error
+	switch {
+	case h.STag != e.sinkSTag:
+		bad = term.DDPInvalidSTag.With("RDMA Read Response to STag %#08x; the oldest outstanding Read's Data Sink STag is %#08x", h.STag, e.sinkSTag)
+	case uint64(d.Len) != e.n || h.TO < e.sinkTO || h.TO-e.sinkTO > e.n:
+		bad = term.DDPBaseBounds.With("RDMA Read Response of %d octets ending at TO %#x; the oldest outstanding Read asked for %d at TO %#x", d.Len, h.TO, e.n, e.sinkTO)
+	}
+	if bad != nil {
+		qp.mu.Unlock()
+		qp.failMessage(bad, d)
+		return
+	}
+	waited := qp.waitsForResponses()
+	qp.reads = dropFirst(qp.reads)
+	freed := waited && !qp.waitsForResponses()
+	qp.mu.Unlock()
+	if freed {
+		// A work request waited for this Read (the ORD, a Fence).
+		signal(qp.wake)
+	}
+	// "An RDMA Read operation MUST NOT be Completed at the Local Peer
+	// until the DDP layer Delivers the associated incoming RDMA Read
+	// Response Message." (§5.5 rule 19)
+	qp.complete(e, StatusSuccess, nil)
+}
+
+// failMessage stops the stream for an error found on a delivered message:
+// its Terminate carries the message's last DDP header and that segment's
+// length (§7.1 item 2: "the Error Type, Error Code, ULP PDU Length, and
+// Terminated DDP Header fields are included").
+func (qp *QueuePair) failMessage(e *term.Error, d *ddp.Delivery) {
+	var raw [ddp.MaxHeaderLen]byte
+	hdr := d.Header.Append(raw[:0])
+	qp.stream.FailSegment(e, hdr, len(hdr)+int(d.LastLen))
 }
 
 func (qp *QueuePair) deliverSend(op Opcode, d *ddp.Delivery) {
@@ -375,9 +429,18 @@ func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
 	resp, _, err := ParseAtomicResponse(d.Buffer.SGL[0][:d.Len])
 	qp.mu.Lock()
 	if len(qp.atomics) == 0 {
-		// CheckSegment made sure there was one: the stream has stopped
-		// since, and flushed it.
 		qp.mu.Unlock()
+		if qp.stream.Stopped() {
+			// The stream stopped after the segment was placed, and its
+			// Atomic Operations were flushed.
+			return
+		}
+		// A Response that answers nothing (a second one for one Request):
+		// "At the Requester, when an invalid Atomic Operation Response
+		// Message is delivered to the Remote Peer's RDMAP layer, an error
+		// is surfaced" (§5.2.2 item 7), the Unexpected OpCode of the
+		// placement check (0x0/0x2/0x06).
+		qp.stream.FailSegment(term.RDMAPUnexpectedOpcode.With("Atomic Response (QN 3 MSN %d) with no Atomic Request outstanding", d.Header.MSN), hdr, segLen)
 		return
 	}
 	e := qp.atomics[0]
@@ -565,8 +628,11 @@ func terminateFor(f *ddp.Fault, e *term.Error, rr []byte) TerminateHeader {
 }
 
 // flush completes every outstanding work request with WR_FLUSH_ERR (or
-// with a status of its own, when it has one), in posting order.
+// with a status of its own, when it has one), in posting order. The
+// stream has stopped: once a segment being placed has been written
+// (Quiesce), no receive buffer reported flushed here is written again.
 func (qp *QueuePair) flush() {
+	qp.stream.Quiesce()
 	qp.mu.Lock()
 	for _, e := range qp.sq {
 		if !e.done {

@@ -206,6 +206,17 @@ func (qp *QueuePair) answer(r response) {
 // after this returns.
 func (qp *QueuePair) answerNow(r *response) bool {
 	if !r.atomic {
+		if r.reg != nil {
+			// As in send: the Data Source STag is checked again, under
+			// respMu, which a local revocation waits for; WriteNow keeps
+			// no reference to the payload once it returns.
+			qp.respMu.Lock()
+			defer qp.respMu.Unlock()
+			if !qp.pd.dev.valid(r.reg) {
+				qp.stream.Fail(term.RDMAPInvalidSTag.With("STag %#08x was invalidated before its RDMA Read Response was sent", r.reg.stag))
+				return true
+			}
+		}
 		ok, err := qp.sender.SendTaggedNow(byte(MakeControl(OpReadResponse)), r.sinkSTag, r.sinkTO, [][]byte{r.src})
 		if !ok || err != nil {
 			// An error is the LLP's and stays with it: the send route
@@ -243,9 +254,16 @@ func (qp *QueuePair) nextQN1MSN() uint32 {
 // send hands the messages to DDP, flushes the LLP and completes the Sends
 // and Writes among them.
 func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
+	// While a Read Response's payload may still be read by the LLP (until
+	// its Flush), the send route holds respMu, from before it checks the
+	// Data Source STag: a local revocation waits for it (revoke).
+	holding := false
 	defer func() {
 		clear(qp.sent)
 		qp.sent = qp.sent[:0]
+		if holding {
+			qp.respMu.Unlock()
+		}
 	}()
 	readUnflushed := false // a Read Response's payload the LLP may read until its Flush
 	for i := range responses {
@@ -271,6 +289,10 @@ func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
 			}
 			continue
 		}
+		if r.reg != nil && !holding {
+			qp.respMu.Lock()
+			holding = true
+		}
 		if r.reg != nil && !qp.pd.dev.valid(r.reg) {
 			// The Data Source STag was valid when the Read Request was
 			// delivered and has been revoked since: the memory is the
@@ -295,6 +317,16 @@ func (qp *QueuePair) send(responses []response, wrs []*sqEntry) {
 		readUnflushed = readUnflushed || len(r.src) > 0
 	}
 	for _, e := range wrs {
+		if e.kind == kindInvalidate && holding {
+			// A local invalidation waits for the Responses the LLP may
+			// still read (revoke): they leave first.
+			if err := qp.llp.Flush(); err != nil {
+				qp.llpError(err)
+				return
+			}
+			qp.respMu.Unlock()
+			holding, readUnflushed = false, false
+		}
 		if err := qp.run(e); err != nil {
 			qp.llpError(err)
 			return
