@@ -65,16 +65,16 @@ var (
 // protection domains share, so that an STag of another domain is told
 // apart from one that does not exist (RFC 5041 §7.2 codes 0x00 and 0x02).
 type Device struct {
-	mu     sync.RWMutex // guards stags, keys and freed
-	stags  map[uint32]*region
-	keys   map[uint32]uint8 // the last key of indices freed and not yet used again
+	mu    sync.RWMutex // guards stags, keys and freed
+	stags map[uint32]*region
+	keys  map[uint32]uint8 // the last key of indices freed and not yet used again
 	// freed is a ring of the last indices freed, oldest at freedHead once
 	// full (remove): keys holds no more than they.
 	freed     []freedSTag
 	freedHead int
-	rng    *rand.Rand
-	max    int
-	nextPD uint32
+	rng       *rand.Rand
+	max       int
+	nextPD    uint32
 	// fixedIndex, if not zero, is the only index handed out (tests of
 	// key rotation).
 	fixedIndex uint32
