@@ -280,7 +280,7 @@ func (tg *target) misbehaveThen(ctx context.Context, bad func(s *hsess) error, o
 	return ans, nil
 }
 
-// A Send of rping's "go ahead" (or "done"): 16 octets on queue 0.
+// goAhead accepts rping's "go ahead" (or "done"): a Send on queue 0.
 func goAhead(op rdmap.Opcode, h ddp.Header, body []byte) bool {
 	return op == rdmap.OpSend && !h.Tagged && h.QN == rdmap.QNSend
 }
@@ -950,6 +950,8 @@ const (
 	hostileGap = 20 * time.Second
 	// hostileShort is the least time the cases run for.
 	hostileShort = 2 * time.Second
+	// hostileRound is the least time a round takes.
+	hostileRound = 500 * time.Millisecond
 )
 
 func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
@@ -987,6 +989,7 @@ func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
 	// The short form runs every case at least once and for at least
 	// hostileShort, so that the good client works beside several of them.
 	for round := 0; round == 0 || time.Since(start) < max(hold, hostileShort); round++ {
+		roundStart := time.Now()
 		for _, hc := range hostileCases {
 			if !strings.Contains(hc.cmds, cmd) {
 				continue
@@ -1014,6 +1017,10 @@ func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
 			}
 		}
 		tg.release()
+		// A round opens a few dozen connections from one address, each
+		// leaving a socket in TIME_WAIT for a minute: pace them so that
+		// the ephemeral ports last.
+		time.Sleep(hostileRound - time.Since(roundStart))
 		tg.c.mu.Lock()
 		roundRSS = append(roundRSS, tg.c.rssLast)
 		rss := tg.c.rssLast
