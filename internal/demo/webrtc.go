@@ -111,6 +111,32 @@ func (h *holdStream) waitHold(ctx context.Context) error {
 type candidatePolicy struct {
 	served net.IP
 	max    int
+	local  []net.IP // this host's addresses, when the policy was made
+}
+
+// newCandidatePolicy makes the policy for an offer to a demo served on
+// served. It looks up this host's addresses once: looking them up for
+// each candidate made an offer of a MiB of candidates (20,000) cost over
+// a second of CPU.
+func newCandidatePolicy(served net.IP, max int) candidatePolicy {
+	c := candidatePolicy{served: served, max: max}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			c.local = append(c.local, n.IP)
+		}
+	}
+	return c
+}
+
+// isLocal reports whether ip is one of this host's addresses.
+func (c candidatePolicy) isLocal(ip net.IP) bool {
+	for _, l := range c.local {
+		if l.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c candidatePolicy) acceptIP(ip net.IP) bool {
@@ -122,26 +148,35 @@ func (c candidatePolicy) acceptIP(ip net.IP) bool {
 	}
 	switch {
 	case c.served.IsLoopback():
-		return ip.IsLoopback() || isLocalIP(ip)
+		return ip.IsLoopback() || c.isLocal(ip)
 	case c.served.IsUnspecified():
 		return true
 	}
-	return !ip.IsLoopback() || isLocalIP(ip)
+	return !ip.IsLoopback() || c.isLocal(ip)
 }
 
 // filter returns the offer with the candidates the policy refuses, and
 // those beyond its limit, taken out, and how many there were.
+//
+// A line is what ends at a LF, without the CRs at either end. RFC 8866
+// §5 asks parsers to be tolerant of line ends, and pion's ends some lines
+// (m=, c=, o=, t=) at a CR as well as at a LF, and skips the CRs before a
+// line: so a line that holds "\ra=candidate" is taken for a candidate
+// too, and kept only if it holds no CR inside, as a line after a CR
+// could be a candidate that pion reads and this filter does not. Any
+// line that begins "a=candidate" is one: pion takes "a=candidate"
+// without a colon for a candidate attribute too.
 func (c candidatePolicy) filter(sdp string) (out string, kept, total int) {
 	lines := strings.SplitAfter(sdp, "\n")
 	var b strings.Builder
 	for _, l := range lines {
-		t := strings.TrimRight(l, "\r\n")
-		if !strings.HasPrefix(t, "a=candidate:") {
+		t := strings.Trim(l, "\r\n")
+		if !strings.HasPrefix(t, "a=candidate") && !strings.Contains(t, "\ra=candidate") {
 			b.WriteString(l)
 			continue
 		}
 		total++
-		if kept >= c.max || !c.acceptLine(t) {
+		if kept >= c.max || strings.ContainsRune(t, '\r') || !c.acceptLine(t) {
 			continue
 		}
 		kept++
@@ -151,8 +186,9 @@ func (c candidatePolicy) filter(sdp string) (out string, kept, total int) {
 }
 
 func (c candidatePolicy) acceptLine(l string) bool {
-	f := strings.Fields(strings.TrimPrefix(l, "a=candidate:"))
-	if len(f) < 7 || !strings.EqualFold(f[2], "udp") || f[6] != "typ" {
+	v, ok := strings.CutPrefix(l, "a=candidate:")
+	f := strings.Fields(v)
+	if !ok || len(f) < 7 || !strings.EqualFold(f[2], "udp") || f[6] != "typ" {
 		return false
 	}
 	port, err := strconv.Atoi(f[4+1])
@@ -199,7 +235,7 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 		// peer gathers on every IPv4 interface, as browsers reach it.
 		served = net.IPv4zero
 	}
-	pol := candidatePolicy{served: served, max: s.cfg.MaxRemoteCandidates}
+	pol := newCandidatePolicy(served, s.cfg.MaxRemoteCandidates)
 	offer, kept, total := pol.filter(m.SDP)
 
 	g, err := newGoPeer(t, "webrtc", streams)
