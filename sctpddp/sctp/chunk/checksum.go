@@ -38,7 +38,9 @@ func SetPacketChecksum(packet []byte) {
 // A packet whose Checksum field is 0 fails unless its CRC32c happens to be
 // 0: accepting zero checksums (RFC 9653) is the association's decision, made
 // once both ends have sent the Zero Checksum Acceptable parameter; it tests
-// Header.Checksum() == 0 before calling VerifyChecksum.
+// Header.Checksum() == 0 before calling VerifyChecksum. pion/sctp, whose
+// reading of RFC 9653 this package follows, checks the CRC32c of a packet
+// whose first chunk is INIT or COOKIE ECHO even then.
 func VerifyChecksum(packet []byte) error {
 	if len(packet) < HeaderLen {
 		return ErrTruncated

@@ -99,6 +99,10 @@
 //     exactly the Length their figures give (8, 4, 4, 4), a SACK exactly 16
 //     plus its blocks and TSNs, and the FORWARD TSN variants whole entries.
 //   - An ERROR chunk with no error cause is accepted.
+//   - A HEARTBEAT or HEARTBEAT ACK must hold exactly one Heartbeat Info
+//     parameter. pion/sctp v1.12.1 sends HEARTBEAT chunks of Length 4,
+//     without it: ParseHeartbeat rejects them, and since the iterator still
+//     hands such a chunk out, the association can skip that chunk alone.
 //   - Parsers check lengths and structure; checks on values that call for
 //     an association's action are separate (Init.Check, InitAck.Check) or
 //     left to it (the Host Name Address ABORT, the RE-CONFIG combinations,
