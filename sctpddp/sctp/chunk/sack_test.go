@@ -47,9 +47,9 @@ func TestSACK(t *testing.T) {
 
 func TestSACKCounts(t *testing.T) {
 	for name, b := range map[string]string{
-		"more blocks than the length holds": "03000014 00000001 00000002 00020000 00010001",
-		"fewer blocks than the length":      "03000018 00000001 00000002 00010000 00010001 00020002",
-		"more duplicates than the length":   "03000014 00000001 00000002 00000002 00000005",
+		"more blocks than the length holds":   "03000014 00000001 00000002 00020000 00010001",
+		"fewer blocks than the length":        "03000018 00000001 00000002 00010000 00010001 00020002",
+		"more Duplicate TSNs than the length": "03000014 00000001 00000002 00000002 00000005",
 	} {
 		_, _, err := ParseSACK(hexBytes(t, b))
 		wantErr(t, name, err, ErrLength)
