@@ -5,8 +5,11 @@ package batchconn
 import (
 	"errors"
 	"net"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -221,5 +224,45 @@ func TestAllocs(t *testing.T) {
 				t.Errorf("a burst of 32 between Cork and Flush: %v allocations", allocs)
 			}
 		})
+	}
+}
+
+// TestWriteDeadline checks that Flush past the write deadline fails as a
+// plain write does and drops what is held.
+func TestWriteDeadline(t *testing.T) {
+	a, b := newConn(t, "udp4", nil), newConn(t, "udp4", nil)
+	a.Cork()
+	for i := range 5 {
+		if _, err := a.WriteTo(datagram(i, 100), udpAddr(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = a.SetWriteDeadline(time.Now().Add(-time.Second))
+	if err := a.Flush(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Flush past the deadline: %v", err)
+	}
+	if _, err := a.WriteTo(datagram(9, 100), udpAddr(b)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteTo past the deadline: %v", err)
+	}
+	_ = a.SetWriteDeadline(time.Time{})
+	d := datagram(10, 100)
+	if _, err := a.WriteTo(d, udpAddr(b)); err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, b, udpAddr(a), [][]byte{d})
+}
+
+func TestParseProcNet(t *testing.T) {
+	snmp := "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 10 0 3 10 7 0\n"
+	if n, err := parseRcvbufErrors(strings.NewReader(snmp)); err != nil || n != 7 {
+		t.Fatalf("RcvbufErrors: %d, %v", n, err)
+	}
+	udp := "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
+		" 1180: 0100007F:D2B8 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 45678 2 0000000000000000 42\n"
+	if n, ok := parseSocketDrops(strings.NewReader(udp), 0xd2b8); !ok || n != 42 {
+		t.Fatalf("drops: %d, %v", n, ok)
+	}
+	if _, ok := parseSocketDrops(strings.NewReader(udp), 1); ok {
+		t.Fatal("found a socket on port 1")
 	}
 }
