@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -94,7 +95,8 @@ func parseChunk(b []byte, want Type, minLen int) (flags uint8, value []byte, n i
 	}
 	r, n, err := ParseRaw(b)
 	if err != nil {
-		return 0, nil, 0, err
+		// The type is want's, or b is empty: name the chunk expected.
+		return 0, nil, 0, chunkErr(want, 0, errors.Unwrap(err))
 	}
 	if r.Length() < minLen {
 		return 0, nil, 0, chunkErr(want, 0, ErrLength)
@@ -151,11 +153,11 @@ type Iter struct {
 }
 
 // Chunks returns an iterator over the chunks that follow the common header
-// of packet. A packet shorter than a common header yields no chunk and an
-// error wrapping ErrTruncated.
+// of packet. A packet shorter than a common header yields no chunk, and Err
+// returns ErrTruncated itself.
 func Chunks(packet []byte) Iter {
 	if len(packet) < HeaderLen {
-		return Iter{err: chunkErr(0, 0, ErrTruncated)}
+		return Iter{err: ErrTruncated}
 	}
 	return Iter{b: packet, off: HeaderLen}
 }
@@ -185,5 +187,6 @@ func (it *Iter) Offset() int { return it.curOff }
 
 // Err returns the error that stopped the iteration, or nil at the end of a
 // well-formed packet. It is a *ChunkError whose Offset is the malformed
-// chunk's offset in the packet.
+// chunk's offset in the packet, or ErrTruncated for a packet shorter than
+// a common header.
 func (it *Iter) Err() error { return it.err }

@@ -45,6 +45,17 @@ func TestIter(t *testing.T) {
 	}
 }
 
+func TestParseEmpty(t *testing.T) {
+	_, _, err := ParseSACK(nil)
+	var ce *ChunkError
+	if !errors.As(err, &ce) || ce.Type != TypeSACK || !errors.Is(err, ErrTruncated) {
+		t.Errorf("ParseSACK(nil): %v", err)
+	}
+	if err.Error() != "sctp: SACK chunk at offset 0: truncated" {
+		t.Errorf("message %q", err)
+	}
+}
+
 func TestIterErrors(t *testing.T) {
 	hdr := "00010002 00000000 00000000"
 	for _, c := range []struct {
@@ -77,7 +88,7 @@ func TestIterErrors(t *testing.T) {
 			continue
 		}
 		var ce *ChunkError
-		if err != nil && (!errors.As(err, &ce) || ce.Offset != c.off) {
+		if err != nil && err != ErrTruncated && (!errors.As(err, &ce) || ce.Offset != c.off) {
 			t.Errorf("%s: %v, want a *ChunkError at offset %d", c.name, err, c.off)
 		}
 	}
