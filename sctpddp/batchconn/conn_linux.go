@@ -99,10 +99,14 @@ type pending struct {
 // msgSpan is the run of pending datagrams a message carries.
 type msgSpan struct{ first, n int }
 
-// New makes a Conn of uc, which it owns from then on: Close closes uc,
-// and uc is not to be read or written directly. cfg may be nil.
+// New makes a Conn of uc, an unconnected socket (as net.ListenUDP
+// makes), which it owns from then on: Close closes uc, and uc is not to
+// be read or written directly. cfg may be nil.
 func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 	s := cfg.withDefaults()
+	if uc.RemoteAddr() != nil {
+		return nil, errConnected
+	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
 		return nil, err

@@ -14,10 +14,14 @@ type Conn struct {
 	uc *net.UDPConn
 }
 
-// New makes a Conn of uc, which it owns from then on: Close closes uc.
-// cfg is accepted for the API's sake and unused here.
+// New makes a Conn of uc, an unconnected socket (as net.ListenUDP
+// makes), which it owns from then on: Close closes uc. cfg is accepted
+// for the API's sake and unused here.
 func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 	_ = cfg.withDefaults()
+	if uc.RemoteAddr() != nil {
+		return nil, errConnected
+	}
 	return &Conn{uc: uc}, nil
 }
 

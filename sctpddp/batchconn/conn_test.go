@@ -377,3 +377,16 @@ func TestDualStack(t *testing.T) {
 	}
 	readAll(t, a, udpAddr(b), sent)
 }
+
+func TestNewRefusesConnected(t *testing.T) {
+	b := listenUDP(t, "udp4")
+	defer b.Close()
+	uc, err := net.DialUDP("udp4", nil, udpAddr(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	if _, err := New(uc, nil); err == nil {
+		t.Fatal("New took a connected socket")
+	}
+}

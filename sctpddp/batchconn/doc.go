@@ -29,7 +29,12 @@
 // by New (to receive) and by the first WriteTo after Cork (to hold);
 // in steady state ReadFrom and WriteTo allocate nothing. The address
 // ReadFrom returns may be returned again by later calls for datagrams
-// from the same source: it must not be modified.
+// from the same source: it must not be modified. To receive, a Conn
+// holds Config.ReadBatch × Config.MaxDatagram octets (256 KiB by
+// default), or ReadBatch × 64 KiB with GRO (512 KiB); to hold datagrams
+// between Cork and Flush, Config.WriteBatch × MaxDatagram (512 KiB),
+// once it first holds one. The kernel's pages back only what datagrams
+// have filled.
 //
 // # Reading
 //
