@@ -76,6 +76,14 @@ type tapDir struct {
 	failed bool
 }
 
+// maxTapWait is the most octets a direction holds after its startup
+// frame while the other direction's has not come: "Since the receiver's
+// ability to deal with Markers is unknown until the Request and Reply
+// Frames have been received, sending FPDUs before this occurs is not
+// possible." (RFC 5044 §7.1.2) Past it, the direction is reported as
+// failed and no longer read.
+const maxTapWait = 64 << 10
+
 // NewTap returns a Tap for the end that is the MPA Initiator or not;
 // emit receives the events, on the goroutine that read or wrote.
 func NewTap(initiator bool, emit func(Event)) *Tap {
@@ -104,6 +112,9 @@ func (t *Tap) Observe(fromLocal bool, b []byte) {
 // parse reads what it can of direction i. t.mu is held.
 func (t *Tap) parse(i int) {
 	d := &t.dirs[i]
+	if d.failed {
+		return // reported once; the other direction's Observe comes here too
+	}
 	out := i == 0
 	if !d.framed {
 		f, n, err := mpa.ParseFrame(d.buf)
@@ -136,7 +147,19 @@ func (t *Tap) parse(i int) {
 			t.full = true
 		}
 	}
-	if !t.full || t.rep.Reject {
+	if !t.full {
+		if len(d.buf) > maxTapWait {
+			d.failed = true
+			d.buf = nil
+			t.emit(Event{Kind: "fpdu", Out: out, Error: fmt.Sprintf("over %d octets before the other end's startup frame (RFC 5044 §7.1.2: no FPDU before both frames)", maxTapWait)})
+		}
+		return
+	}
+	if t.rep.Reject {
+		// What follows a rejecting Reply is not MPA: "the implementation
+		// MUST exit MPA, leaving the TCP connection open" (RFC 5044
+		// §7.1.2). Nothing reads it, so nothing keeps it.
+		d.buf = nil
 		return
 	}
 	o := t.opts[i]
