@@ -106,9 +106,13 @@ func receive(n, size int, setDeadline func(time.Time) error, read func([]byte) (
 }
 
 // reportStats adds a Conn's system calls per datagram to the results,
-// and the datagrams the receiving socket dropped (none, or the receiver
-// would have waited for them and failed).
-func reportStats(b *testing.B, tx, rx net.PacketConn) {
+// the datagrams the receiving socket dropped (none, or the receiver
+// would have waited for them and failed), and the CPU time of both ends
+// a datagram.
+func reportStats(b *testing.B, tx, rx net.PacketConn, cpu time.Duration) {
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 	if c, ok := tx.(*Conn); ok {
 		s := c.Stats()
 		b.ReportMetric(float64(s.SendCalls)/float64(b.N), "sendcalls/op")
@@ -133,6 +137,7 @@ func BenchmarkDatagrams(b *testing.B) {
 				b.SetBytes(int64(size))
 				before := rcvbufErrors()
 				b.ResetTimer()
+				cpu := processCPU()
 				go func() {
 					done <- receive(b.N, size, rx.SetReadDeadline, func(buf []byte) (int, error) {
 						n, _, err := rx.ReadFrom(buf)
@@ -149,7 +154,7 @@ func BenchmarkDatagrams(b *testing.B) {
 					b.Fatalf("%v (receiver socket drops: %d; system RcvbufErrors meanwhile: %d)", err, socketDrops(rx), rcvbufErrors()-before)
 				}
 				b.StopTimer()
-				reportStats(b, tx, rx)
+				reportStats(b, tx, rx, processCPU()-cpu)
 			})
 		}
 	}
@@ -194,6 +199,7 @@ func BenchmarkDTLS(b *testing.B) {
 				b.SetBytes(int64(size))
 				before := rcvbufErrors()
 				b.ResetTimer()
+				cpu := processCPU()
 				go func() {
 					done <- receive(b.N, size, server.SetReadDeadline, server.Read, credits)
 				}()
@@ -207,7 +213,7 @@ func BenchmarkDTLS(b *testing.B) {
 					b.Fatalf("%v (receiver socket drops: %d; system RcvbufErrors meanwhile: %d)", err, socketDrops(rx), rcvbufErrors()-before)
 				}
 				b.StopTimer()
-				reportStats(b, tx, rx)
+				reportStats(b, tx, rx, processCPU()-cpu)
 			})
 		}
 	}
