@@ -617,14 +617,16 @@ func readLateOn(ctx context.Context, s *hsess, n, size int, sink uint32) (string
 	done := 0
 	for done < n {
 		seg, err := s.recv(cctx)
+		// How many Responses come before a Terminate or the end depends
+		// on the sockets' buffers: the answer does not say.
 		if errors.Is(err, errEnded) {
-			return fmt.Sprintf("closed after %d Responses", done), nil
+			return "closed before every Response", nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("after %d Responses: %w", done, err)
 		}
 		if e, ok := asTerminate(seg); ok {
-			return fmt.Sprintf("Terminate %s after %d Responses", e.Name(), done), nil
+			return fmt.Sprintf("Terminate %s before every Response", e.Name()), nil
 		}
 		op, h, body, ok := rdmapOp(seg)
 		if !ok || op != rdmap.OpReadResponse || h.STag != sink {
