@@ -83,18 +83,40 @@ func main() {
 	select {}
 }
 
-// fn wraps f as a JavaScript function; a Go panic (a bad argument) becomes
-// an {error} result rather than the end of the program.
+// fn wraps f as a JavaScript function. A bad argument from the page (a
+// value of the wrong JavaScript type, which syscall/js reports by
+// panicking with a *js.ValueError, or a queue pair that is not connected)
+// becomes an {error} result rather than the end of the program; any other
+// panic is a bug and is not hidden.
 func fn(f func([]js.Value) any) js.Func {
 	return js.FuncOf(func(_ js.Value, args []js.Value) (out any) {
 		defer func() {
-			if r := recover(); r != nil {
-				out = result(nil, fmt.Errorf("%v", r))
+			switch r := recover().(type) {
+			case nil:
+			case *js.ValueError:
+				out = result(nil, r)
+			case argError:
+				out = result(nil, r)
+			default:
+				panic(r)
 			}
 		}()
+		// An argument the page left out reads as undefined.
+		for len(args) < maxArgs {
+			args = append(args, js.Undefined())
+		}
 		return f(args)
 	})
 }
+
+// maxArgs is the most arguments a function of the page's API takes.
+const maxArgs = 6
+
+// argError is a bad argument from the page, raised by the helpers that
+// read arguments (need) and turned into an {error} result by fn.
+type argError string
+
+func (e argError) Error() string { return string(e) }
 
 func result(v map[string]any, err error) any {
 	if err != nil {
@@ -118,7 +140,7 @@ func qpArg(a []js.Value, i int) int {
 func need(a []js.Value, i int) *session {
 	q := qpArg(a, i)
 	if q < 0 || q >= len(sessions) || sessions[q] == nil {
-		panic("not connected")
+		panic(argError("not connected"))
 	}
 	return sessions[q]
 }

@@ -118,7 +118,9 @@ func parseFixedChunk(b []byte, want Type, length int) (flags uint8, value []byte
 // (header and value, no padding).
 func appendChunkHeader(b []byte, t Type, flags uint8, length int) []byte {
 	if length > MaxChunkLength {
-		panic(fmt.Sprintf("sctp: %v chunk of %d bytes exceeds the Chunk Length field", t, length))
+		// A programming error of the caller, who builds the chunk from its
+		// own data: no value received from a peer reaches here.
+		panic(fmt.Sprintf("sctp: %v chunk of %d bytes exceeds the Chunk Length field (a programming error of the caller)", t, length))
 	}
 	return append(b, byte(t), flags, byte(length>>8), byte(length))
 }

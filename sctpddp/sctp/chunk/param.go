@@ -293,7 +293,8 @@ func ParseRawParam(b []byte) (RawParam, int, error) {
 // bytes (header and value, no padding).
 func appendParamHeader(b []byte, t ParamType, length int) []byte {
 	if length > 0xFFFF {
-		panic(fmt.Sprintf("sctp: %v parameter of %d bytes exceeds the Parameter Length field", t, length))
+		// A programming error of the caller, as in appendChunkHeader.
+		panic(fmt.Sprintf("sctp: %v parameter of %d bytes exceeds the Parameter Length field (a programming error of the caller)", t, length))
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(t))
 	return binary.BigEndian.AppendUint16(b, uint16(length))
