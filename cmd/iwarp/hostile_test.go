@@ -138,6 +138,9 @@ type hsess struct {
 	msn [rdmap.NumQueues]uint32 // the last MSN sent on each queue
 	adv rdmap.RemoteBuffer      // serve's advertisement, perf's advert
 	rr  rdmap.ReadRequest       // rping's Read Request
+	// gone, if set, is closed when the server's process has exited:
+	// nothing will answer then.
+	gone <-chan struct{}
 }
 
 // sendMsg sends a one-segment untagged message on queue qn.
@@ -173,6 +176,17 @@ const answerWait = 10 * time.Second
 func (s *hsess) await(ok func(op rdmap.Opcode, h ddp.Header, body []byte) bool, thenEnd bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerWait)
 	defer cancel()
+	if s.gone != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-s.gone:
+				cancel()
+			case <-stop:
+			}
+		}()
+	}
 	first := ""
 	for {
 		seg, err := s.recv(ctx)
@@ -180,6 +194,11 @@ func (s *hsess) await(ok func(op rdmap.Opcode, h ddp.Header, body []byte) bool, 
 			return first + "closed", nil
 		}
 		if err != nil {
+			select {
+			case <-s.gone:
+				return "", fmt.Errorf("the server's process exited before it answered (%q so far)", first)
+			default:
+			}
 			return "", fmt.Errorf("no answer within %v (%q so far): %v", answerWait, first, err)
 		}
 		if e, isTerm := asTerminate(seg); isTerm {
@@ -250,6 +269,7 @@ func (tg *target) sessionOnce(ctx context.Context) (*hsess, error) {
 		l.close()
 		return nil, err
 	}
+	s.gone = tg.c.done
 	return s, nil
 }
 
