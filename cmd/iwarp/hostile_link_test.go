@@ -44,10 +44,10 @@ type link interface {
 	// send sends one DDP Segment as the LLP frames it: an FPDU with its
 	// CRC, or a DDP Segment Chunk with the next DDP-SSN.
 	send(seg []byte) error
-	// sendFlipped sends seg with one bit flipped where only the LLP's
-	// framing can see it: over MPA after the CRC is computed (the
-	// receiver's CRC check fails), over SCTP in the plaintext handed to
-	// DTLS (it arrives authenticated, and malformed).
+	// sendFlipped sends seg with one bit flipped, bit counting octet*8
+	// plus the bit from the least significant: over MPA after the CRC is
+	// computed (the receiver's CRC check fails), over SCTP in the
+	// plaintext handed to DTLS (it arrives authenticated, and malformed).
 	sendFlipped(seg []byte, bit int) error
 	// sendLaterFirst sends a and then b so that b arrives first: over
 	// SCTP a has the earlier DDP-SSN and its datagram is held back until
