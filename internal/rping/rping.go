@@ -458,7 +458,7 @@ func (s *Server) serve(ctx context.Context) error {
 			return err
 		}
 		s.debugf("Received %v from peer\n", src)
-		if int(src.Size) > len(buf) {
+		if src.Size > uint32(len(buf)) { // compared as uint32: an int is 32 bits on some builds
 			return fmt.Errorf("rping: ping %d: the client's buffer is %d octets, larger than this server's %d (-S)", s.pings, src.Size, len(buf))
 		}
 		err = s.posted(qp.PostRead(rdmap.ReadWR{ID: wrRDMA, Local: rdmap.SGE{MR: s.rdmaMR, Length: src.Size},
