@@ -26,7 +26,7 @@ import (
 const (
 	benchBurst  = 64
 	benchWindow = 4
-	benchStall  = 3 * time.Second
+	benchStall  = 10 * time.Second
 )
 
 var benchSizes = []int{1200, 1472, 8000}
@@ -84,9 +84,11 @@ func newCredits() chan struct{} {
 // after each burst; it stops at the first error or a message of another
 // length. A read that waits benchStall means a datagram was lost (or
 // the machine stalled: the error says which, from the kernel's count of
-// drops).
-func receive(n, size int, setDeadline func(time.Time) error, read func([]byte) (int, error), credits chan<- struct{}) error {
+// drops). gap receives the longest wait from one burst's first message
+// to the next's.
+func receive(n, size int, setDeadline func(time.Time) error, read func([]byte) (int, error), credits chan<- struct{}, gap *time.Duration) error {
 	buf := make([]byte, 9000)
+	last := time.Now()
 	for i := range n {
 		if i%benchBurst == 0 {
 			_ = setDeadline(time.Now().Add(benchStall))
@@ -97,6 +99,11 @@ func receive(n, size int, setDeadline func(time.Time) error, read func([]byte) (
 		}
 		if m != size {
 			return fmt.Errorf("message %d: %d octets, want %d", i, m, size)
+		}
+		if i%benchBurst == 0 {
+			now := time.Now()
+			*gap = max(*gap, now.Sub(last))
+			last = now
 		}
 		if i%benchBurst == benchBurst-1 {
 			credits <- struct{}{}
@@ -138,11 +145,12 @@ func BenchmarkDatagrams(b *testing.B) {
 				before := rcvbufErrors()
 				b.ResetTimer()
 				cpu := processCPU()
+				var gap time.Duration
 				go func() {
 					done <- receive(b.N, size, rx.SetReadDeadline, func(buf []byte) (int, error) {
 						n, _, err := rx.ReadFrom(buf)
 						return n, err
-					}, credits)
+					}, credits, &gap)
 				}()
 				if err := sendBursts(b.N, credits, done, tx, func() error {
 					_, err := tx.WriteTo(p, to)
@@ -155,6 +163,7 @@ func BenchmarkDatagrams(b *testing.B) {
 				}
 				b.StopTimer()
 				reportStats(b, tx, rx, processCPU()-cpu)
+				b.ReportMetric(float64(gap.Microseconds())/1000, "maxgap-ms")
 			})
 		}
 	}
@@ -200,8 +209,9 @@ func BenchmarkDTLS(b *testing.B) {
 				before := rcvbufErrors()
 				b.ResetTimer()
 				cpu := processCPU()
+				var gap time.Duration
 				go func() {
-					done <- receive(b.N, size, server.SetReadDeadline, server.Read, credits)
+					done <- receive(b.N, size, server.SetReadDeadline, server.Read, credits, &gap)
 				}()
 				if err := sendBursts(b.N, credits, done, tx, func() error {
 					_, err := client.Write(p)
@@ -214,6 +224,7 @@ func BenchmarkDTLS(b *testing.B) {
 				}
 				b.StopTimer()
 				reportStats(b, tx, rx, processCPU()-cpu)
+				b.ReportMetric(float64(gap.Microseconds())/1000, "maxgap-ms")
 			})
 		}
 	}
