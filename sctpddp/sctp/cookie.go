@@ -392,5 +392,5 @@ func (a Adaptation) String() string {
 	case a.DDP():
 		return "DDP"
 	}
-	return fmt.Sprintf("%#010x", a.CodePoint)
+	return fmt.Sprintf("%#08x", a.CodePoint)
 }

@@ -40,8 +40,8 @@ func testCookie() StateCookie {
 		PeerAdaptation:   Adaptation{Present: true, CodePoint: chunk.AdaptationCodePointDDP},
 		PeerZeroChecksum: true,
 		LocalTieTag:      0x55555555, PeerTieTag: 0x66666666,
-		Created:          testNow,
-		Lifespan:         60 * time.Second,
+		Created:  testNow,
+		Lifespan: 60 * time.Second,
 	}
 }
 
@@ -194,10 +194,10 @@ func TestCookieEstablished(t *testing.T) {
 		LocalPort: 5000, PeerPort: 5001,
 		LocalVerificationTag: 0x11111111, PeerVerificationTag: 0x22222222,
 		LocalInitialTSN: 0x33333333, PeerInitialTSN: 0x44444444,
-		PeerARwnd:       131072,
-		OutboundStreams: 5,  // min(local OS 10, peer MIS 5)
-		InboundStreams:  20, // min(local MIS 20, peer OS 30)
-		PeerAdaptation:  Adaptation{Present: true, CodePoint: chunk.AdaptationCodePointDDP},
+		PeerARwnd:        131072,
+		OutboundStreams:  5,  // min(local OS 10, peer MIS 5)
+		InboundStreams:   20, // min(local MIS 20, peer OS 30)
+		PeerAdaptation:   Adaptation{Present: true, CodePoint: chunk.AdaptationCodePointDDP},
 		SendZeroChecksum: true,
 	}
 	if e != want {
