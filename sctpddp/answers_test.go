@@ -78,4 +78,3 @@ func TestAnsweredTwiceOverSCTP(t *testing.T) {
 		})
 	}
 }
-
