@@ -68,7 +68,7 @@ func TestAnsweredTwiceOverDataChannel(t *testing.T) {
 			if err := <-errc; err != nil {
 				t.Fatal(err)
 			}
-			rdmaptest.AnswerTwice(t, ctx, dcHostile{hostile}, p, atomic)
+			rdmaptest.AnswerTwice(t, ctx, dcHostile{hostile}, p, atomic, true)
 		})
 	}
 }

@@ -74,7 +74,7 @@ func TestAnsweredTwiceOverSCTP(t *testing.T) {
 			if err := <-errc; err != nil {
 				t.Fatal(err)
 			}
-			rdmaptest.AnswerTwice(t, ctx, sctpHostile{st}, p, atomic)
+			rdmaptest.AnswerTwice(t, ctx, sctpHostile{st}, p, atomic, true)
 		})
 	}
 }

@@ -46,14 +46,15 @@ func write(t testing.TB, h Hostile, seq uint16, dh ddp.Header, payload []byte) {
 	}
 }
 
-// AnswerTwice plays a peer that answers one request of p's twice, the
-// later sequence number first: an RDMA Read with two Read Responses, or
-// (atomic) an Atomic Request with two Atomic Responses (MSN 2 before MSN
-// 1). The peer's session has just started, its first segment taking
+// AnswerTwice plays a peer that answers one request of p's twice: an
+// RDMA Read with two Read Responses, or (atomic) an Atomic Request with
+// two Atomic Responses. With laterFirst (an unordered LLP) the later
+// sequence number goes first, and of the Atomic Responses MSN 2 before
+// MSN 1. The peer's session has just started, its first segment taking
 // sequence number 1. The request completes once; the queue pair sends
 // RDMAP's Terminate, Unexpected OpCode (0x0/0x2/0x06) with the Terminated
 // DDP Header; and a Read Response sent after it is not placed.
-func AnswerTwice(t testing.TB, ctx context.Context, h Hostile, p *Peer, atomic bool) {
+func AnswerTwice(t testing.TB, ctx context.Context, h Hostile, p *Peer, atomic, laterFirst bool) {
 	t.Helper()
 	sink := p.Reg(t, 64, rdmap.LocalWrite)
 	if atomic {
@@ -62,7 +63,11 @@ func AnswerTwice(t testing.TB, ctx context.Context, h Hostile, p *Peer, atomic b
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, msn := range []uint32{2, 1} {
+		order := []uint32{1, 2}
+		if laterFirst {
+			order = []uint32{2, 1}
+		}
+		for _, msn := range order {
 			dh := ddp.Header{Last: true, DV: 1, RsvdULP: [5]byte{byte(rdmap.MakeControl(rdmap.OpAtomicResponse))}, QN: rdmap.QNAtomicResp, MSN: msn}
 			write(t, h, uint16(msn), dh, (&rdmap.AtomicResponse{OrigReqID: req.ReqID, OrigValue: uint64(msn)}).Append(nil))
 		}
@@ -73,8 +78,13 @@ func AnswerTwice(t testing.TB, ctx context.Context, h Hostile, p *Peer, atomic b
 			t.Fatal(err)
 		}
 		dh := ddp.Header{Tagged: true, Last: true, DV: 1, RsvdULP: [5]byte{byte(rdmap.MakeControl(rdmap.OpReadResponse))}, STag: rr.SinkSTag, TO: rr.SinkTO}
-		write(t, h, 2, dh, bytes.Repeat([]byte{2}, int(rr.RDMARDSZ)))
-		write(t, h, 1, dh, bytes.Repeat([]byte{1}, int(rr.RDMARDSZ)))
+		order := []uint16{1, 2}
+		if laterFirst {
+			order = []uint16{2, 1}
+		}
+		for _, seq := range order {
+			write(t, h, seq, dh, bytes.Repeat([]byte{byte(seq)}, int(rr.RDMARDSZ)))
+		}
 		defer func() {
 			// After the Terminate: dropped, not placed.
 			write(t, h, 3, dh, bytes.Repeat([]byte{0xee}, int(rr.RDMARDSZ)))
