@@ -383,6 +383,8 @@ func (s *Server) newCode() string {
 	for {
 		n, err := rand.Int(rand.Reader, big.NewInt(900000))
 		if err != nil {
+			// rand.Int fails only for a bound below one (crypto/rand's
+			// Reader never returns an error): a programming error.
 			panic(err)
 		}
 		c := fmt.Sprint(100000 + n.Int64())
