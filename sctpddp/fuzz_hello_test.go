@@ -185,29 +185,32 @@ func refClientHelloBody(b []byte) bool {
 	return ok && len(b) == 0
 }
 
-// withTail returns a copy of d in buf, whose capacity runs on past
-// len(d) into 64 KiB of the octet fill, enough to complete any record
-// whose length overruns the datagram: a parser that slices past the
-// length (which Go allows up to the capacity) sees the fill. The fuzz
-// functions run one at a time in a process, so buf is reused.
-func withTail(buf *[]byte, d []byte, fill byte) []byte {
-	n := len(d) + 64<<10
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	b := (*buf)[:n]
-	copy(b, d)
-	for i := len(d); i < n; i++ {
-		b[i] = fill
-	}
-	return b[:len(d)]
+// tailBuf holds a datagram followed by at least 64 KiB of the octet
+// fill, enough to complete any record whose length overruns the
+// datagram: a parser that slices past the length (which Go allows up to
+// the capacity) sees the fill.
+type tailBuf struct {
+	b    []byte // all fill between two calls of with
+	fill byte
 }
 
-var tailBuf []byte
+// with calls f with a copy of d whose capacity runs on into the fill.
+func (tb *tailBuf) with(d []byte, f func([]byte) bool) bool {
+	if n := len(d) + 64<<10; len(tb.b) < n {
+		tb.b = bytes.Repeat([]byte{tb.fill}, n)
+	}
+	copy(tb.b, d)
+	r := f(tb.b[:len(d)])
+	for i := range d {
+		tb.b[i] = tb.fill
+	}
+	return r
+}
 
-// tailFills are the fills withTail is called with: zeros, DTLS version
-// octets and server_hello types.
-var tailFills = []byte{0, 0xfe, 2}
+// tails are filled with zeros, DTLS version octets and server_hello
+// types. The fuzz functions run one at a time in a process, so they are
+// reused.
+var tails = []*tailBuf{{fill: 0}, {fill: 0xfe}, {fill: 2}}
 
 // helloSeeds are hand-made datagrams around the edges the detectors
 // check: the recorded pion handshakes are in testdata/fuzz.
@@ -272,8 +275,8 @@ func FuzzIsClientHello(f *testing.F) {
 		if want := refIsClientHello(d); got != want {
 			t.Fatalf("isClientHello = %v, the reference parse says %v: % x", got, want, d[:min(len(d), 40)])
 		}
-		for _, fill := range tailFills {
-			if isClientHello(withTail(&tailBuf, d, fill)) != got {
+		for _, tb := range tails {
+			if tb.with(d, isClientHello) != got {
 				t.Fatalf("isClientHello reads past the datagram's %d octets", len(d))
 			}
 		}
@@ -289,8 +292,8 @@ func FuzzHasServerHello(f *testing.F) {
 		if want := refHasServerHello(d); got != want {
 			t.Fatalf("hasServerHello = %v, the reference parse says %v: % x", got, want, d[:min(len(d), 40)])
 		}
-		for _, fill := range tailFills {
-			if hasServerHello(withTail(&tailBuf, d, fill)) != got {
+		for _, tb := range tails {
+			if tb.with(d, hasServerHello) != got {
 				t.Fatalf("hasServerHello reads past the datagram's %d octets", len(d))
 			}
 		}
