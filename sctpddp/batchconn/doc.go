@@ -33,8 +33,7 @@
 // holds Config.ReadBatch × Config.MaxDatagram octets (256 KiB by
 // default), or ReadBatch × 64 KiB with GRO (512 KiB); to hold datagrams
 // between Cork and Flush, Config.WriteBatch × MaxDatagram (512 KiB),
-// once it first holds one. The kernel's pages back only what datagrams
-// have filled.
+// once it first holds one.
 //
 // # Reading
 //

@@ -3,6 +3,8 @@
 package batchconn
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -265,4 +268,29 @@ func TestParseProcNet(t *testing.T) {
 	if _, ok := parseSocketDrops(strings.NewReader(udp), 1); ok {
 		t.Fatal("found a socket on port 1")
 	}
+}
+
+// FuzzGROSegment checks that control data of any form yields a segment
+// size without a panic, and that a well-formed UDP_GRO message yields
+// its own.
+func FuzzGROSegment(f *testing.F) {
+	good := make([]byte, groCmsgSpace)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&good[0]))
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_GRO
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(good[unix.CmsgLen(0):], 1200)
+	f.Add(good)
+	f.Add(append(append([]byte(nil), good...), good...))
+	f.Add([]byte{})
+	f.Add(good[:unix.CmsgLen(0)])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// The kernel's buffer is aligned for struct cmsghdr.
+		aligned := make([]uint64, (len(b)+7)/8)
+		buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(aligned))), len(aligned)*8)[:len(b)]
+		copy(buf, b)
+		n := groSegment(buf)
+		if bytes.Equal(b, good) && n != 1200 {
+			t.Fatalf("segment %d, want 1200", n)
+		}
+	})
 }
