@@ -294,3 +294,40 @@ func FuzzGROSegment(f *testing.F) {
 		}
 	})
 }
+
+// TestFlushWaitsForRoom checks that a Flush the kernel keeps answering
+// EAGAIN waits, and ends at the write deadline or Close.
+func TestFlushWaitsForRoom(t *testing.T) {
+	fakeSendmmsg(t, func(uintptr, []mmsghdr) (int, syscall.Errno) { return 0, unix.EAGAIN })
+	for _, end := range []string{"deadline", "close"} {
+		t.Run(end, func(t *testing.T) {
+			a, b := newConn(t, "udp4", nil), newConn(t, "udp4", nil)
+			a.Cork()
+			if _, err := a.WriteTo(datagram(0, 100), udpAddr(b)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- a.Flush() }()
+			select {
+			case err := <-done:
+				t.Fatalf("Flush returned with no room: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			want := os.ErrDeadlineExceeded
+			if end == "deadline" {
+				_ = a.SetWriteDeadline(time.Now())
+			} else {
+				_ = a.Close()
+				want = net.ErrClosed
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, want) {
+					t.Fatalf("Flush: %v, want %v", err, want)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("Flush still waiting")
+			}
+		})
+	}
+}
