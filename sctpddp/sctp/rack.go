@@ -1,0 +1,305 @@
+package sctp
+
+import (
+	"time"
+
+	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
+)
+
+// RACK-TLP (RFC 8985) on TSNs.
+//
+// RFC 8985 is written for TCP sequence ranges; here a segment is one DATA
+// chunk and its end_seq is its TSN, "SACKed" is gap-acked, a cumulative
+// ACK is the Cumulative TSN Ack, SND.NXT is the TSN after the highest one
+// sent, and a DSACK is a Duplicate TSN report of a SACK (RFC 9260 §3.3.4:
+// the receiver reports every TSN it received more than once, which is what
+// a DSACK tells a TCP sender).
+//
+// The scoreboard is the retransmission queue; chunks in flight are also
+// linked in the order of their Segment.xmit_ts (§6.2 step 5's "separate
+// doubly linked list ordered by Segment.xmit_ts"), so that loss detection
+// visits the chunks it marks lost and one more.
+
+const (
+	// rackDupThresh is RFC 8985's DupThresh, SCTP's three miss
+	// indications.
+	rackDupThresh = 3
+	// rackReoWndPersist: "RACK persists using the inflated RACK.reo_wnd
+	// for up to 16 loss recoveries".
+	rackReoWndPersist = 16
+	// rackMinRTTWindow is the window of the RACK.min_RTT filter: "The
+	// sender SHOULD track a windowed min-filtered estimate of recent RTT
+	// measurements that can adapt when migrating to significantly longer
+	// paths".
+	rackMinRTTWindow = 10 * time.Second
+)
+
+// rackState is RFC 8985 §5.3's per-connection variables.
+type rackState struct {
+	xmitTS         sndTime // RACK.xmit_ts; 0 until a chunk is delivered
+	tsn            TSN     // RACK.end_seq
+	rtt            sndTime // RACK.rtt
+	minRTT         sndTime // RACK.min_RTT; 0 until the first sample
+	minRTTAt       sndTime // when minRTT was taken
+	fack           TSN     // RACK.fack
+	reorderingSeen bool    // RACK.reordering_seen
+	reoWnd         sndTime // RACK.reo_wnd
+	reoWndMult     int     // RACK.reo_wnd_mult
+	reoWndPersist  int     // RACK.reo_wnd_persist
+	dsackRound     TSN     // RACK.dsack_round when dsackRoundSet
+	dsackRoundSet  bool
+
+	// Candidate for step 2 while a SACK is processed: the newly
+	// acknowledged chunk sent last that passes the spurious checks.
+	candSet  bool
+	candXmit sndTime
+	candTSN  TSN
+}
+
+// rackSentAfter is RACK_sent_after(t1, seq1, t2, seq2).
+func rackSentAfter(t1 sndTime, tsn1 TSN, t2 sndTime, tsn2 TSN) bool {
+	return t1 > t2 || t1 == t2 && tsn1.After(tsn2)
+}
+
+// rackOnDelivered runs steps 1 to 3 for one newly acknowledged chunk;
+// chunks are passed in ascending TSN order.
+func (s *Sender) rackOnDelivered(t sndTime, tsn TSN, e *sndEntry) {
+	r := &s.rack
+	rtt := t - e.xmit
+	retransmitted := e.st&sndRetransmitted != 0
+	// Step 3: "If a never-retransmitted segment that's below RACK.fack is
+	// (selectively or cumulatively) acknowledged, it has been delivered
+	// out of order."
+	if tsn.After(r.fack) {
+		r.fack = tsn
+	} else if tsn.Before(r.fack) && !retransmitted {
+		r.reorderingSeen = true
+	}
+	// Step 2: "ignore a segment as invalid if any of its sequence range
+	// has been retransmitted before and if ... The segment was last
+	// retransmitted less than RACK.min_rtt ago." SCTP has no timestamp
+	// option, so the second check is the only one.
+	if retransmitted && rtt < r.minRTT {
+		return
+	}
+	if !retransmitted {
+		// Step 1: the windowed minimum, from unambiguous samples only.
+		if r.minRTT == 0 || rtt <= r.minRTT || t-r.minRTTAt > sndTime(rackMinRTTWindow) {
+			r.minRTT = max(rtt, 1)
+			r.minRTTAt = t
+		}
+	}
+	if !r.candSet || rackSentAfter(e.xmit, tsn, r.candXmit, r.candTSN) {
+		r.candSet = true
+		r.candXmit = e.xmit
+		r.candTSN = tsn
+	}
+}
+
+// rackUpdate finishes step 2 for a SACK: "update the RACK.rtt to be the
+// RTT sample calculated using this ACK. Furthermore, record the most
+// recent Segment.xmit_ts in RACK.xmit_ts if it is ahead of RACK.xmit_ts."
+func (s *Sender) rackUpdate(t sndTime) {
+	r := &s.rack
+	if !r.candSet {
+		return
+	}
+	r.candSet = false
+	r.rtt = t - r.candXmit
+	s.tlpRTTSampled = true
+	if r.xmitTS == 0 || rackSentAfter(r.candXmit, r.candTSN, r.xmitTS, r.tsn) {
+		r.xmitTS = r.candXmit
+		r.tsn = r.candTSN
+	}
+}
+
+// rackUpdateReoWnd is step 4, RACK_update_reo_wnd(). dsack says the SACK
+// reported Duplicate TSNs; exiting says it ended a recovery.
+func (s *Sender) rackUpdateReoWnd(dsack, exiting bool) {
+	r := &s.rack
+	if r.dsackRoundSet && !s.cumAck.Before(r.dsackRound) {
+		r.dsackRoundSet = false
+	}
+	// "Grow the reordering window per round that sees DSACK. Reset the
+	// window after 16 DSACK-free recoveries".
+	if !r.dsackRoundSet && dsack {
+		r.dsackRound = s.nextSend - 1
+		r.dsackRoundSet = true
+		r.reoWndMult++
+		r.reoWndPersist = rackReoWndPersist
+	} else if exiting {
+		r.reoWndPersist--
+		if r.reoWndPersist <= 0 {
+			r.reoWndMult = 1
+		}
+	}
+	r.reoWnd = s.rackReoWnd()
+}
+
+// rackReoWnd returns RACK.reo_wnd for the current state.
+func (s *Sender) rackReoWnd() sndTime {
+	r := &s.rack
+	if !r.reorderingSeen {
+		// "when no reordering has been observed, the RACK.reo_wnd is set
+		// to 0 both upon entering and during fast recovery or RTO
+		// recovery", and when RACK.segs_sacked >= DupThresh.
+		if s.recovery != ccNone || s.numGapAcked >= rackDupThresh {
+			return 0
+		}
+	}
+	// "Return min(RACK.reo_wnd_mult * RACK.min_RTT / 4, SRTT)"
+	w := sndTime(r.reoWndMult) * r.minRTT / 4
+	if s.rto.measured {
+		w = min(w, sndTime(s.rto.srtt))
+	}
+	return w
+}
+
+// rackDetectLoss is step 5, RACK_detect_loss_and_arm_timer(): "For each
+// segment that has not been SACKed, RACK considers that segment lost if
+// another segment that was sent later has been delivered and the
+// reordering window has passed." It marks those chunks for retransmission
+// and arms the RACK reordering timer for the earliest chunk sent before
+// RACK.xmit_ts that is still within the window. It reports how many
+// chunks it marked and whether one was a retransmission sent during the
+// current recovery.
+func (s *Sender) rackDetectLoss(t sndTime) (lost int, lostRtx bool) {
+	r := &s.rack
+	s.rackTimer = 0
+	if r.xmitTS == 0 {
+		return 0, false
+	}
+	tsn := s.listHead
+	for n := s.listLen; n > 0; n-- {
+		e := s.ent(tsn)
+		next := e.next
+		if e.xmit > r.xmitTS {
+			// The list is ordered by xmit_ts: no later chunk was sent
+			// before RACK.segment.
+			break
+		}
+		if rackSentAfter(r.xmitTS, r.tsn, e.xmit, tsn) {
+			// "remaining = Segment.xmit_ts + RACK.rtt + RACK.reo_wnd -
+			// Now()"
+			remaining := e.xmit + r.rtt + r.reoWnd - t
+			if remaining > 0 {
+				// Later chunks in the list have later deadlines; the
+				// timer fires for this one and the scan runs again.
+				s.rackTimer = t + remaining
+				break
+			}
+			if s.sndMarkLost(tsn, e) {
+				lostRtx = true
+			}
+			lost++
+		}
+		tsn = next
+	}
+	return lost, lostRtx
+}
+
+// rackMarkLossesOnRTO is RFC 8985 §6.3, RACK_mark_losses_on_RTO(): "RACK
+// marks the first outstanding segment as lost (since it was sent an RTO
+// ago); for all the other segments, RACK only marks the segment as lost
+// if the time elapsed since the segment was transmitted is at least the
+// sum of the recent RTT and the reordering window."
+func (s *Sender) rackMarkLossesOnRTO(t sndTime) {
+	first := true
+	for tsn := s.cumAck + 1; tsn != s.nextSend; tsn++ {
+		e := s.ent(tsn)
+		if e.st&sndInFlight == 0 {
+			continue
+		}
+		if first || e.xmit+s.rack.rtt+s.rack.reoWnd-t <= 0 {
+			s.sndMarkLost(tsn, e)
+		}
+		first = false
+	}
+}
+
+// tlpReset is TLP_init(): "Reset TLP.is_retrans and TLP.end_seq when
+// initiating a connection, fast recovery, or RTO recovery."
+func (s *Sender) tlpReset() {
+	s.tlpEndSet = false
+	s.tlpIsRetrans = false
+	s.pto = 0
+	s.probe = sndProbeNone
+}
+
+// tlpArm starts or restarts the PTO (RFC 8985 §7.2): after new data that
+// was not itself a loss probe, or on a SACK that cumulatively acknowledges
+// new data, "unless it is already in fast recovery, RTO recovery, or
+// segments have been SACKed". TLP_calc_PTO():
+//
+//	If SRTT is available:
+//	    PTO = 2 * SRTT
+//	    If FlightSize is one segment:
+//	       PTO += TLP.max_ack_delay
+//	Else:
+//	    PTO = 1 sec
+//	If Now() + PTO > TCP_RTO_expiration():
+//	    PTO = TCP_RTO_expiration() - Now()
+func (s *Sender) tlpArm(t sndTime) {
+	if s.recovery != ccNone || s.numGapAcked > 0 || s.flight == 0 {
+		s.pto = 0
+		return
+	}
+	pto := sndTime(time.Second)
+	if s.rto.measured {
+		pto = 2 * sndTime(s.rto.srtt)
+		if s.flight <= s.pmdcs {
+			pto += sndTime(s.cfg.MaxAckDelay)
+		}
+	}
+	s.pto = t + pto
+	if s.t3 != 0 && s.pto > s.t3 {
+		s.pto = s.t3
+	}
+}
+
+// tlpOnPTO is TLP_send_probe() up to the transmission, which Next does:
+// "If TLP.end_seq is None and Sender has taken a new RTT sample since last
+// probe or the start of connection", a probe is due: "a previously unsent
+// data segment, if one exists and the receive window allows", else "the
+// highest-sequence segment sent so far". T3-rtx keeps running under the
+// rules of RFC 9260 §6.3.2 (RFC 8985's re-arming of the RTO after a probe
+// would restart it, which §6.1 forbids unless the earliest outstanding
+// chunk is retransmitted); the PTO never fires after it.
+func (s *Sender) tlpOnPTO() {
+	s.pto = 0
+	if s.tlpEndSet || !s.tlpRTTSampled {
+		return
+	}
+	if s.nextSend != s.nextTSN && int(s.ent(s.nextSend).size) <= s.rwnd {
+		s.probe = sndProbeNew
+	} else if s.nextSend != s.cumAck+1 && s.ent(s.nextSend-1).st&sndInFlight != 0 {
+		s.probe = sndProbeRtx
+	} else {
+		return
+	}
+	s.tlpRTTSampled = false
+}
+
+// tlpProcessAck is RFC 8985 §7.4.2, TLP_process_ack(), on a SACK. A probe
+// that retransmitted TLP.end_seq and is acknowledged without a Duplicate
+// TSN report for it repaired a loss: the congestion response is §7.2.3's,
+// as for a fast recovery.
+func (s *Sender) tlpProcessAck(dups chunk.TSNList) {
+	if !s.tlpEndSet || s.cumAck.Before(s.tlpEnd) {
+		return
+	}
+	s.tlpEndSet = false
+	if !s.tlpIsRetrans {
+		return // "TLP of new data delivered"
+	}
+	for i := range dups.Len() {
+		if TSN(dups.At(i)) == s.tlpEnd {
+			return // "Case 1": the original and the probe both arrived
+		}
+	}
+	// "Repaired the single loss": "invoke a congestion control response
+	// equivalent to a fast recovery".
+	if s.recovery == ccNone {
+		s.ccReduce()
+	}
+}
