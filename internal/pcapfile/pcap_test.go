@@ -16,7 +16,7 @@ type byteOrder interface {
 	binary.AppendByteOrder
 }
 
-const realCapture = "../../../shared/captures/siw-rping-mpa-rev1.pcap"
+const realCapture = "testdata/siw-rping-mpa-rev1.pcap"
 
 func readCapture(t *testing.T) []byte {
 	t.Helper()
