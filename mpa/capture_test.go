@@ -12,7 +12,7 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-const sivCapture = "../../shared/captures/siw-rping-mpa-rev1.pcap"
+const sivCapture = "testdata/siw-rping-mpa-rev1.pcap"
 
 // A real session: a user-space iWARP client against Linux siw's rping
 // server, MPA Rev 1 with CRCs and Markers off.
