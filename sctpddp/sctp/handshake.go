@@ -760,8 +760,11 @@ func (w *CookieWait) AppendInit(dst []byte) []byte {
 //     packet that is not this association's (Verification Tag, ports) or
 //     is malformed, or an INIT ACK bundled with other chunks.
 //
-// pkt is the received packet, its CRC32c already verified. The
-// CookieEchoed holds a copy of the cookie: pkt may be reused.
+// pkt is the received packet, its CRC32c already verified, or its
+// Checksum 0 if the INIT announced Zero Checksum Acceptable: RFC 9653
+// makes the CRC32c mandatory on packets holding INIT or COOKIE ECHO only,
+// and pion/sctp sends its INIT ACK with a zero Checksum. The CookieEchoed
+// holds a copy of the cookie: pkt may be reused.
 func (w *CookieWait) HandleInitAck(dst, pkt []byte) ([]byte, *CookieEchoed, error) {
 	it := chunk.Chunks(pkt)
 	if !it.Next() {
