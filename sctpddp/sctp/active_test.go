@@ -113,10 +113,10 @@ func TestInitAck(t *testing.T) {
 		LocalPort: 5000, PeerPort: 5001,
 		LocalVerificationTag: w.LocalVerificationTag, PeerVerificationTag: 0xC1C2C3C4,
 		LocalInitialTSN: w.LocalInitialTSN, PeerInitialTSN: 0xD1D2D3D4,
-		PeerARwnd:       50000,
-		OutboundStreams: 4,  // §5.1.1: "the endpoint MUST use MIS outbound streams"
-		InboundStreams:  20, // min(MIS 32, peer OS 20)
-		PeerAdaptation:  Adaptation{Present: true, CodePoint: chunk.AdaptationCodePointDDP},
+		PeerARwnd:        50000,
+		OutboundStreams:  4,  // §5.1.1: "the endpoint MUST use MIS outbound streams"
+		InboundStreams:   20, // min(MIS 32, peer OS 20)
+		PeerAdaptation:   Adaptation{Present: true, CodePoint: chunk.AdaptationCodePointDDP},
 		SendZeroChecksum: true, ReceiveZeroChecksum: true,
 	}
 	if e.Established != want {
