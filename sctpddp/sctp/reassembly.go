@@ -189,7 +189,7 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 		}
 		m.buf = append(s.pool.get(len(d.UserData)), d.UserData...)
 		r.heldBytes += uint64(len(d.UserData))
-		return r.reasmComplete(m)
+		return r.reasmComplete(m, d.TSN)
 	}
 	prev, next, i := s.reasmJoins(d)
 	r.heldBytes += uint64(len(d.UserData))
@@ -227,12 +227,13 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 	}
 	done := *m
 	s.runs = append(s.runs[:prev], s.runs[prev+1:]...)
-	return r.reasmComplete(done)
+	return r.reasmComplete(done, d.TSN)
 }
 
 // reasmComplete delivers complete message m, or holds it until the
-// messages before it on its stream are delivered. Its bytes are held.
-func (r *Receiver) reasmComplete(m reasmMsg) error {
+// messages before it on its stream are delivered. Its bytes are held; tsn
+// is the chunk that completed it.
+func (r *Receiver) reasmComplete(m reasmMsg, tsn uint32) error {
 	s := &r.reasm
 	if m.unordered {
 		// "When an endpoint receives a DATA chunk with the U flag set to
@@ -247,7 +248,7 @@ func (r *Receiver) reasmComplete(m reasmMsg) error {
 		if found {
 			r.heldBytes -= uint64(len(m.buf))
 			s.pool.put(m.buf)
-			return &RecvError{Cause: chunk.CauseProtocolViolation, TSN: uint32(m.first), StreamID: m.sid, Reason: "two messages with one SSN"}
+			return &RecvError{Cause: chunk.CauseProtocolViolation, TSN: tsn, StreamID: m.sid, Reason: "two messages with one SSN"}
 		}
 		s.held = append(s.held, reasmMsg{})
 		copy(s.held[i+1:], s.held[i:])

@@ -30,6 +30,8 @@ type recvHarness struct {
 	r   *Receiver
 	got []recvGot
 	now time.Time
+	// holdULP makes the ULP keep every message it is given (Hold).
+	holdULP bool
 }
 
 func newRecvHarness(t *testing.T, cfg ReceiverConfig) *recvHarness {
@@ -37,6 +39,9 @@ func newRecvHarness(t *testing.T, cfg ReceiverConfig) *recvHarness {
 	h := &recvHarness{t: t, now: recvT0}
 	r, err := NewReceiver(cfg, func(m RecvMessage) {
 		h.got = append(h.got, recvGot{m.StreamID, m.SSN, m.PPID, m.Unordered, string(m.Data)})
+		if h.holdULP {
+			h.r.Hold(len(m.Data))
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
