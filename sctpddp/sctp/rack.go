@@ -106,7 +106,6 @@ func (s *Sender) rackUpdate(t sndTime) {
 	}
 	r.candSet = false
 	r.rtt = t - r.candXmit
-	s.tlpRTTSampled = true
 	if r.xmitTS == 0 || rackSentAfter(r.candXmit, r.candTSN, r.xmitTS, r.tsn) {
 		r.xmitTS = r.candXmit
 		r.tsn = r.candTSN
@@ -222,14 +221,14 @@ func (s *Sender) rackMarkLossesOnRTO(t sndTime) {
 func (s *Sender) tlpReset() {
 	s.tlpEndSet = false
 	s.tlpIsRetrans = false
-	s.pto = 0
 	s.probe = sndProbeNone
 }
 
-// tlpArm starts or restarts the PTO (RFC 8985 §7.2): after new data that
-// was not itself a loss probe, or on a SACK that cumulatively acknowledges
-// new data, "unless it is already in fast recovery, RTO recovery, or
-// segments have been SACKed". TLP_calc_PTO():
+// tlpMaxBackoff bounds the doubling of consecutive PTOs; T3-rtx comes
+// first anyway.
+const tlpMaxBackoff = 10
+
+// tlpArm starts or restarts the PTO (RFC 8985 §7.2), TLP_calc_PTO():
 //
 //	If SRTT is available:
 //	    PTO = 2 * SRTT
@@ -239,8 +238,21 @@ func (s *Sender) tlpReset() {
 //	    PTO = 1 sec
 //	If Now() + PTO > TCP_RTO_expiration():
 //	    PTO = TCP_RTO_expiration() - Now()
+//
+// doubled for each probe sent since feedback last acknowledged new data.
+//
+// RFC 8985 arms it "after transmitting new data (that was not itself a
+// loss probe) or upon receiving an ACK that cumulatively acknowledges new
+// data unless it is already in fast recovery, RTO recovery, or segments
+// have been SACKed", leaving those cases to the RACK reordering timer. That
+// timer needs a chunk delivered after the lost ones; when every chunk of a
+// recovery's small flight, or every SACK for them, is lost, only T3-rtx is
+// left, at RTO.Min or more, backed off. So the PTO is armed whenever
+// chunks are in flight outside RTO recovery (where §7.2.1 allows "only one
+// packet ... in flight until successful acknowledgement"), and backs off as
+// RFC 9002 §6.2.1's does. No reduction follows a probe by itself.
 func (s *Sender) tlpArm(t sndTime) {
-	if s.recovery != ccNone || s.numGapAcked > 0 || s.flight == 0 {
+	if s.recovery == ccRTO || s.flight == 0 {
 		s.pto = 0
 		return
 	}
@@ -251,33 +263,44 @@ func (s *Sender) tlpArm(t sndTime) {
 			pto += sndTime(s.cfg.MaxAckDelay)
 		}
 	}
+	pto <<= min(s.tlpBackoff, tlpMaxBackoff)
 	s.pto = t + pto
 	if s.t3 != 0 && s.pto > s.t3 {
 		s.pto = s.t3
 	}
 }
 
-// tlpOnPTO is TLP_send_probe() up to the transmission, which Next does:
-// "If TLP.end_seq is None and Sender has taken a new RTT sample since last
-// probe or the start of connection", a probe is due: "a previously unsent
-// data segment, if one exists and the receive window allows", else "the
-// highest-sequence segment sent so far". T3-rtx keeps running under the
-// rules of RFC 9260 §6.3.2 (RFC 8985's re-arming of the RTO after a probe
-// would restart it, which §6.1 forbids unless the earliest outstanding
-// chunk is retransmitted); the PTO never fires after it.
+// tlpOnPTO is TLP_send_probe() up to the transmission, which Next does: a
+// probe is "a previously unsent data segment, if one exists and the
+// receive window allows", else "the highest-sequence segment sent so far".
+//
+// RFC 8985 §7.3 sends a probe only if "there is no other previous loss
+// probe still in flight" and "the sender has obtained an RTT measurement
+// since the last loss probe transmission". Here a probe unanswered when the
+// next, doubled, PTO expires is deemed lost, which RFC 8985 lets reset
+// TLP.end_seq, and the doubling bounds the probes a longer path would
+// draw before its RTT is measured again. T3-rtx keeps running under RFC
+// 9260 §6.3.2 (re-arming the RTO after a probe, as RFC 8985 does, would
+// restart it, which §6.1 forbids unless the earliest outstanding chunk is
+// retransmitted), and the PTO never fires after it.
 func (s *Sender) tlpOnPTO() {
 	s.pto = 0
-	if s.tlpEndSet || !s.tlpRTTSampled {
-		return
-	}
-	if s.nextSend != s.nextTSN && int(s.ent(s.nextSend).size) <= s.rwnd {
+	switch {
+	case s.nextSend != s.nextTSN && int(s.ent(s.nextSend).size) <= s.rwnd:
 		s.probe = sndProbeNew
-	} else if s.nextSend != s.cumAck+1 && s.ent(s.nextSend-1).st&sndInFlight != 0 {
+	case s.nextSend != s.cumAck+1 && s.ent(s.nextSend-1).st&sndInFlight != 0:
 		s.probe = sndProbeRtx
-	} else {
-		return
+	default:
+		s.probe = sndProbeNone
 	}
-	s.tlpRTTSampled = false
+}
+
+// tlpSent records a probe's transmission and arms the next PTO.
+func (s *Sender) tlpSent(t sndTime, tsn TSN, retrans bool) {
+	s.probe = sndProbeNone
+	s.tlpEnd, s.tlpEndSet, s.tlpIsRetrans = tsn, true, retrans
+	s.tlpBackoff++
+	s.tlpArm(t)
 }
 
 // tlpProcessAck is RFC 8985 §7.4.2, TLP_process_ack(), on a SACK. A probe

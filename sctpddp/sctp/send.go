@@ -139,7 +139,7 @@ type Sender struct {
 	listLen                 int
 	tlpEnd                  TSN // TLP.end_seq when tlpEndSet
 	tlpEndSet, tlpIsRetrans bool
-	tlpRTTSampled           bool // an RTT sample since the last probe
+	tlpBackoff              int  // probes sent since new data was last acknowledged
 	probe                   sndProbe
 
 	// Deadlines; 0 means not armed.
@@ -386,9 +386,17 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		if int(e.size) > room {
 			return chunk.Data{}, false
 		}
-		if s.rtxBypass >= int(e.size) {
+		switch {
+		case s.rtxBypass >= int(e.size):
 			s.rtxBypass -= int(e.size)
-		} else if s.flight >= s.cwnd {
+		case s.probe != sndProbeNone:
+			// A probe is due while chunks wait for cwnd: the lowest of them
+			// is the probe, the one whose SACK may advance the Cumulative
+			// TSN Ack.
+			s.sndTransmit(t, tsn, e, true)
+			s.tlpSent(t, tsn, true)
+			return e.data, true
+		case s.flight >= s.cwnd:
 			return chunk.Data{}, false
 		}
 		s.sndTransmit(t, tsn, e, true)
@@ -404,9 +412,8 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		if int(e.size) > room {
 			return chunk.Data{}, false
 		}
-		s.probe = sndProbeNone
 		s.sndTransmit(t, tsn, e, false)
-		s.tlpEnd, s.tlpEndSet, s.tlpIsRetrans = tsn, true, false
+		s.tlpSent(t, tsn, false)
 		return e.data, true
 	case sndProbeRtx:
 		tsn := s.nextSend - 1
@@ -418,9 +425,8 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		if int(e.size) > room {
 			return chunk.Data{}, false
 		}
-		s.probe = sndProbeNone
 		s.sndTransmit(t, tsn, e, true)
-		s.tlpEnd, s.tlpEndSet, s.tlpIsRetrans = tsn, true, true
+		s.tlpSent(t, tsn, true)
 		return e.data, true
 	}
 	if s.nextSend == s.nextTSN {
@@ -771,9 +777,10 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 		// (if there is still outstanding data on that address)."
 		s.t3 = t + sndTime(s.rto.rto)
 	}
-	if advanced && res.BytesAcked > 0 {
+	if res.BytesAcked > 0 {
+		s.tlpBackoff = 0
 		s.tlpArm(t)
-	} else if s.recovery != ccNone || s.numGapAcked > 0 {
+	} else if s.flight == 0 {
 		s.pto = 0
 	}
 	if s.cfg.MaxBurst > 0 {
@@ -908,6 +915,7 @@ func (s *Sender) sndOnT3(t sndTime) {
 	s.ccOnT3(t)     // E1
 	s.rto.backOff() // E2
 	s.tlpReset()
+	s.pto = 0
 	s.rackTimer = 0
 	s.rack.reoWnd = s.rackReoWnd()
 	// E3: the earliest outstanding chunks are retransmitted first; RACK
