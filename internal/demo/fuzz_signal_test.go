@@ -20,9 +20,10 @@ import (
 // harnessTabs is how many tabs the harness opens (ids 1, 2, 3).
 const harnessTabs = 3
 
-func newSignalHarness(tb testing.TB, withGoPeer bool) (*Server, []*tab) {
+func newSignalHarness(tb testing.TB, cfg Config, withGoPeer bool) (*Server, []*tab) {
 	tb.Helper()
-	s := New(Config{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}})
+	cfg.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	s := New(cfg)
 	var tabs []*tab
 	for range harnessTabs {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -59,6 +60,7 @@ func queued(t *tab) [][]byte {
 	for {
 		select {
 		case b := <-t.q:
+			t.dequeued(b)
 			out = append(out, b)
 		default:
 			return out
@@ -303,7 +305,7 @@ func FuzzSignalMessages(f *testing.F) {
 		if len(in) == 0 {
 			return
 		}
-		s, tabs := newSignalHarness(t, in[0]&1 != 0)
+		s, tabs := newSignalHarness(t, Config{}, in[0]&1 != 0)
 		in = in[1:]
 		codes := map[string]string{}
 		for steps := 0; len(in) >= 3 && steps < 64; steps++ {
@@ -431,6 +433,11 @@ func checkSignalBounds(t *testing.T, s *Server, tabs []*tab) {
 		if tb.ctx.Err() != nil {
 			t.Fatalf("tab %d was closed", tb.id)
 		}
+		tb.qmu.Lock()
+		if tb.qlen != 0 || len(tb.q) != 0 {
+			t.Fatalf("tab %d: %d messages, %d octets still queued", tb.id, len(tb.q), tb.qlen)
+		}
+		tb.qmu.Unlock()
 	}
 	s.mu.Unlock()
 	if g := tabs[0].goPeer(); g != nil {

@@ -55,6 +55,12 @@ type Config struct {
 	SendQueue     int           // signaling messages queued for one tab; a tab that lets it fill is closed (default 256)
 	Rate          float64       // signaling messages a second one tab may send (default 100)
 	Burst         int           // ... in a burst (default 200)
+	// SendQueueBytes bounds the octets queued for one tab; a tab that
+	// lets more pile up is closed (default 16 MiB). A message passed on
+	// to another tab can be six times the 1 MiB a tab may send (JSON
+	// writes "<" as "\u003c"): with SendQueue alone, two paired tabs that
+	// relay and do not read made the server hold over a GiB for each.
+	SendQueueBytes int
 	// MaxRemoteCandidates bounds the ICE candidates of a page's offer
 	// the Go peer uses (default 8); the others are ignored.
 	MaxRemoteCandidates int
@@ -74,6 +80,7 @@ func (c *Config) defaults() {
 	pos(&c.MaxTabs, 32)
 	pos(&c.MaxConns, 128)
 	pos(&c.SendQueue, 256)
+	pos(&c.SendQueueBytes, 16<<20)
 	pos(&c.Burst, 200)
 	pos(&c.MaxRemoteCandidates, 8)
 	dur(&c.HeaderTimeout, 5*time.Second)

@@ -85,8 +85,9 @@ type tab struct {
 	end context.CancelFunc
 
 	q     chan []byte // what the writer sends, in order
-	qmu   sync.Mutex
+	qmu   sync.Mutex  // guards qerr and qlen
 	qerr  error
+	qlen  int // octets in q, at most Config.SendQueueBytes
 	limit *bucket
 
 	// Guarded by s.mu.
@@ -99,8 +100,8 @@ type tab struct {
 	gp  *goPeer
 }
 
-// send queues m for the tab. A tab whose queue is full is not reading:
-// it is closed, and nobody waits for it.
+// send queues m for the tab. A tab whose queue is full, in messages or
+// in octets, is not reading: it is closed, and nobody waits for it.
 func (t *tab) send(m Message) error {
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -111,8 +112,15 @@ func (t *tab) send(m Message) error {
 	if t.qerr != nil {
 		return t.qerr
 	}
+	if t.qlen+len(b) > t.s.cfg.SendQueueBytes {
+		t.qerr = fmt.Errorf("the tab does not read its messages (%d octets wait)", t.qlen)
+		t.s.logf("tab %d: %v; closing it", t.id, t.qerr)
+		t.end()
+		return t.qerr
+	}
 	select {
 	case t.q <- b:
+		t.qlen += len(b)
 		return nil
 	default:
 		t.qerr = errors.New("the tab does not read its messages")
@@ -122,12 +130,20 @@ func (t *tab) send(m Message) error {
 	}
 }
 
+// dequeued counts b out of the tab's queue.
+func (t *tab) dequeued(b []byte) {
+	t.qmu.Lock()
+	t.qlen -= len(b)
+	t.qmu.Unlock()
+}
+
 func (t *tab) writer() {
 	for {
 		select {
 		case <-t.ctx.Done():
 			return
 		case b := <-t.q:
+			t.dequeued(b)
 			wctx, cancel := context.WithTimeout(t.ctx, t.s.cfg.WriteTimeout)
 			err := t.ws.Write(wctx, websocket.MessageText, b)
 			cancel()
