@@ -59,7 +59,8 @@ type Config struct {
 	// lets more pile up is closed (default 16 MiB). A message passed on
 	// to another tab can be six times the 1 MiB a tab may send (JSON
 	// writes "<" as "\u003c"): with SendQueue alone, two paired tabs that
-	// relay and do not read made the server hold over a GiB for each.
+	// relay and do not read would make the server hold over a GiB for
+	// each.
 	SendQueueBytes int
 	// MaxRemoteCandidates bounds the ICE candidates of a page's offer
 	// the Go peer uses (default 8); the others are ignored.

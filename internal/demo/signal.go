@@ -261,8 +261,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // with an error {op, purpose, text} giving its op and type
 // (web/README.md). What an answer echoes of the message is cut short
 // (clipEcho, maxErrorText), so that it stays a few KiB whatever the
-// message held: a type of "<" repeated made an answer twelve times the
-// message's size, JSON escaping each "<" twice in six octets.
+// message holds: JSON writes a "<" in six octets, and an answer that
+// echoed a type of them whole, in its purpose and in its text, would be
+// twelve times the message.
 func (s *Server) receive(t *tab, b []byte) {
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {

@@ -116,8 +116,8 @@ type candidatePolicy struct {
 
 // newCandidatePolicy makes the policy for an offer to a demo served on
 // served. It looks up this host's addresses once: looking them up for
-// each candidate made an offer of a MiB of candidates (20,000) cost over
-// a second of CPU.
+// each candidate would make an offer of a MiB of candidates (20,000)
+// cost over a second of CPU.
 func newCandidatePolicy(served net.IP, max int) candidatePolicy {
 	c := candidatePolicy{served: served, max: max}
 	addrs, _ := net.InterfaceAddrs()
