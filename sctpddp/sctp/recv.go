@@ -126,11 +126,12 @@ type ReceiverConfig struct {
 	// that tiny chunks cannot make the Receiver keep more bookkeeping
 	// than data.
 	MaxHeldChunks int
-	// MaxMessageSize bounds a reassembled user message (BufferSize if 0,
-	// at most BufferSize). A message that outgrows it could never be
-	// delivered without a partial delivery API (§6.9), which this
-	// Receiver does not have: the association is aborted with Out of
-	// Resource.
+	// MaxMessageSize bounds a reassembled user message (if 0, and at
+	// most: BufferSize less the silly window syndrome threshold, so that
+	// the window never closes on the last fragment of a message). A
+	// message that outgrows it could never be delivered without a partial
+	// delivery API (§6.9), which this Receiver does not have: the
+	// association is aborted with Out of Resource.
 	MaxMessageSize int
 }
 
@@ -316,8 +317,9 @@ func NewReceiver(cfg ReceiverConfig, deliver func(RecvMessage)) (*Receiver, erro
 	if cfg.MaxHeldChunks <= 0 {
 		cfg.MaxHeldChunks = max(int(cfg.BufferSize/64), 64)
 	}
-	if cfg.MaxMessageSize <= 0 || uint64(cfg.MaxMessageSize) > uint64(cfg.BufferSize) {
-		cfg.MaxMessageSize = int(min(uint64(cfg.BufferSize), uint64(^uint(0)>>1)))
+	swsMin := min(recvSWSFloor, cfg.BufferSize/4)
+	if maxMsg := min(uint64(cfg.BufferSize-swsMin), uint64(^uint(0)>>1)); cfg.MaxMessageSize <= 0 || uint64(cfg.MaxMessageSize) > maxMsg {
+		cfg.MaxMessageSize = int(maxMsg)
 	}
 	r := &Receiver{
 		cfg:       cfg,
@@ -332,7 +334,7 @@ func NewReceiver(cfg ReceiverConfig, deliver func(RecvMessage)) (*Receiver, erro
 		// highest TSN, which §6.2 has the receiver accept: by a quarter
 		// of the buffer at most.
 		hardCap:   uint64(cfg.BufferSize) + uint64(cfg.BufferSize)/4,
-		swsMin:    min(recvSWSFloor, cfg.BufferSize/4),
+		swsMin:    swsMin,
 		lastARwnd: cfg.BufferSize,
 		ranges:    make([]recvRange, 0, min(cfg.MaxGapRanges, 64)),
 		dups:      make([]uint32, 0, cfg.MaxDuplicateTSNs),
@@ -537,7 +539,10 @@ func (r *Receiver) Data(d chunk.Data) (RecvResult, error) {
 	}
 	if hold > 0 {
 		switch {
-		case newEntry && r.reasm.entries() >= r.cfg.MaxHeldChunks:
+		case newEntry && r.reasm.entries() >= r.cfg.MaxHeldChunks+recvCumSlack(off):
+			// The chunk right after the Cumulative TSN Ack may go one
+			// beyond the bound: were it dropped while every entry held
+			// waits for the TSNs before it, nothing could move.
 			return r.recvDrop(), nil
 		case beyond && uint64(hold) > uint64(r.ARwnd()):
 			// Beyond the receive window: "The SCTP endpoint MUST always
@@ -561,6 +566,15 @@ func (r *Receiver) Data(d chunk.Data) (RecvResult, error) {
 		return RecvNew, err
 	}
 	return RecvNew, nil
+}
+
+// recvCumSlack returns 1 for the TSN right after the Cumulative TSN Ack
+// (offset 1), 0 for any other.
+func recvCumSlack(off uint32) int {
+	if off == 1 {
+		return 1
+	}
+	return 0
 }
 
 // recvDuplicate counts a duplicate TSN for the next SACK: "Every time a

@@ -240,7 +240,7 @@ func TestRecvConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ARwnd() != RecvDefaultBufferSize || r.cfg.MaxMessageSize != RecvDefaultBufferSize || r.maxSpan != recvMaxSpan {
+	if r.ARwnd() != RecvDefaultBufferSize || r.cfg.MaxMessageSize != RecvDefaultBufferSize-recvSWSFloor || r.maxSpan != recvMaxSpan {
 		t.Fatalf("defaults: a_rwnd %d, MaxMessageSize %d, span %d", r.ARwnd(), r.cfg.MaxMessageSize, r.maxSpan)
 	}
 	_ = chunk.TypeData
