@@ -1,0 +1,93 @@
+// Package sctp is the SCTP association (RFC 9260) of sctp://, the
+// transport that carries DDP over SCTP (RFC 5043) over DTLS over UDP
+// (RFC 8261), written to replace pion/sctp beneath sctpddp. Its wire
+// codec is package chunk. Like the codec, the package is protocol logic
+// only: it starts no goroutines, reads no clock and owns no socket. The
+// association's run loop hands it received packets, the time and a random
+// source, and sends the packets it returns.
+//
+// # The handshake
+//
+// The four-way handshake of RFC 9260 §5.1 is four functions and two
+// states. The passive side keeps nothing between INIT and COOKIE ECHO: what
+// it will need is in the State Cookie it sends in its INIT ACK,
+// authenticated with HMAC-SHA256 under CookieKeys, so a peer can make it
+// hold nothing before the COOKIE ECHO.
+//
+//	// The passive side, for each packet whose first chunk is INIT:
+//	res, err := sctp.HandleInit(buf, pkt, &cfg, &keys, rand.Reader, time.Now())
+//	if res.Packet != nil {
+//		send(res.Packet) // INIT ACK, or ABORT when err says why
+//	}
+//	// ... and for each whose first chunk is COOKIE ECHO, with no association:
+//	reply, est, err := sctp.HandleCookieEcho(buf, pkt, &keys, time.Now())
+//	if reply != nil {
+//		send(reply) // COOKIE ACK, or ERROR with a Stale Cookie cause
+//	}
+//	if err == nil {
+//		// est: tags, TSNs, a_rwnd, streams, est.PeerAdaptation.DDP()
+//	}
+//
+//	// The active side:
+//	w, err := sctp.NewCookieWait(&cfg, rand.Reader)
+//	send(w.AppendInit(buf)) // again on T1-init
+//	echo, e, err := w.HandleInitAck(buf, initAck)
+//	send(echo)              // COOKIE ECHO, or ABORT if err != nil
+//	send(e.AppendCookieEcho(buf)) // again on T1-cookie
+//	est, err := e.HandleCookieAck(cookieAck)
+//
+// A COOKIE ECHO for an existing association follows §5.2.4: OpenCookie
+// authenticates it and DecideCookieEcho says which of Table 12's actions
+// applies.
+//
+// Every INIT and INIT ACK carries an Adaptation Layer Indication (RFC 5043
+// §11.1: "a DDP/SCTP adaptation layer MUST include an adaptation layer
+// indication in its INIT or INIT-ACK") and, when Config.ZeroChecksum is
+// set, Zero Checksum Acceptable with the DTLS EDMID (RFC 9653). The
+// peer's indication is reported (Established.PeerAdaptation, whose DDP
+// method applies §11.1's table), and refused with an ABORT under
+// Config.RequireDDP.
+//
+// # Deviations and choices
+//
+//   - No IPv4 Address, IPv6 Address or Supported Address Types parameter
+//     is sent, and those received are accepted and ignored: over DTLS
+//     "The INIT and INIT-ACK chunk MUST NOT contain any IPv4 Address or
+//     IPv6 Address parameters. The INIT chunk MUST NOT contain the
+//     Supported Address Types parameter" and "SCTP should not process the
+//     IP addresses used for the underlying communication" (RFC 8261 §6.1,
+//     §8). Every association is single-homed on its DTLS connection.
+//     Linux lists addresses and Supported Address Types in its INIT (with
+//     RFC 6951 encapsulation too); they are accepted.
+//   - An INIT whose Initiate Tag is 0 is silently discarded, as RFC 9260
+//     §3.3.2 says, not answered with an ABORT: the ABORT's Verification
+//     Tag would be that 0, which only an INIT may carry. An a_rwnd below
+//     1500 or a stream count of 0 is answered with an ABORT with the
+//     Invalid Mandatory Parameter cause.
+//   - Unrecognized parameters are handled by their type's upper two bits
+//     (§3.2.1). The processing that 00 and 01 stop does not include the
+//     INIT ACK's State Cookie, which is mandatory and always echoed. At
+//     most 512 bytes of parameters are reported back, so that an INIT of
+//     many small unknown parameters does not make a larger INIT ACK.
+//     Forward-TSN-Supported (RFC 3758) is not implemented and so is
+//     reported; Supported Extensions is read and nothing is announced in
+//     it yet.
+//   - A Cookie Preservative is honoured up to Config.MaxLifeSpanIncrement
+//     (1 s by default, §5.2.6).
+//   - The State Cookie is 96 bytes: the association's parameters, the
+//     key's epoch, the creation time in microseconds and the lifespan in
+//     milliseconds, then the MAC. A cookie is checked in §5.1.5's order:
+//     key, MAC (hmac.Equal), ports and Verification Tag, then staleness.
+//     The Tie-Tags of §5.2.2 have their place in it; HandleInit always
+//     writes them 0, as for an endpoint with no association: answering an
+//     INIT for an existing association (§5.2.1, §5.2.2) is the
+//     association's, not yet written.
+//   - The packets built here always carry the CRC32c, even to a peer that
+//     accepts zero checksums. The caller verifies the CRC32c of the INIT
+//     and COOKIE ECHO it hands in; a zero Checksum is fine on an INIT ACK
+//     after an INIT that announced Zero Checksum Acceptable (pion/sctp
+//     sends one).
+//   - Config.RequireDDP refuses a peer with an ABORT holding a
+//     User-Initiated Abort cause: the refusal is the adaptation layer's,
+//     and RFC 5043 defines no cause for it.
+package sctp
