@@ -59,6 +59,9 @@ func iwarpConfig(sec *Security, mtu int) *iwarp.Config {
 	return &iwarp.Config{SCTP: &sctpddp.Config{PSK: sec.PSK, PSKIdentity: []byte("llpbench"), MTU: uint32(mtu)}}
 }
 
+// errFlushed is a receive flushed because the stream ended.
+var errFlushed = errors.New("llp: the stream ended")
+
 // iwarpEnd is one side's verbs objects.
 type iwarpEnd struct {
 	pd         *rdmap.ProtectionDomain
@@ -107,6 +110,9 @@ func (e *iwarpEnd) nextImm(ctx context.Context) (uint64, error) {
 	c, err := e.rcq.Wait(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if c.Status == rdmap.StatusWRFlushErr {
+		return 0, errFlushed
 	}
 	if c.Status != rdmap.StatusSuccess {
 		return 0, fmt.Errorf("llp: receive completion %v: %v", c.Status, c.Err)
@@ -212,7 +218,7 @@ func (r *iwarpReceiver) Receive(c *Counter) error {
 	for {
 		imm, err := e.nextImm(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, errFlushed) {
 				return nil // the connection ended
 			}
 			return err
