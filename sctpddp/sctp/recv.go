@@ -8,43 +8,6 @@ import (
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
-// The receive side of an association (RFC 9260 §6.2, §6.5 to §6.7, §6.9):
-// which TSNs have arrived, what the next SACK says and when it is due, the
-// receiver window, and the reassembly and ordered delivery of user
-// messages (reassembly.go). A Receiver is pure state: it starts no
-// goroutines, reads no clock and sends nothing. The association's run loop
-// owns it and drives it:
-//
-//	for each received packet, after the control chunks:
-//		for each DATA chunk d (chunk.ParseData; pass d on ErrNoUserData too):
-//			res, err := r.Data(d)
-//			err != nil:             ABORT with err's cause (RecvError.AppendCause)
-//			res == RecvInvalidStream: bundle an ERROR with chunk.InvalidStreamIdentifier
-//		r.EndPacket(now)
-//	sendNow, deadline := r.SACKWhen(now)
-//	sendNow:           b = r.AppendSACK(b, room), bundled before any DATA
-//	!deadline.IsZero(): arm the delayed-ack timer for deadline, call SACKWhen when it fires
-//	after the ULP consumes data it held (Release): call SACKWhen for a window update
-//
-// DATA chunks are accepted only in ESTABLISHED, SHUTDOWN-PENDING and
-// SHUTDOWN-SENT ("DATA chunks MUST only be received according to the
-// rules below in ESTABLISHED, SHUTDOWN-PENDING, and SHUTDOWN-SENT states",
-// §6): the association does not call Data in other states. In
-// SHUTDOWN-SENT it answers each packet with DATA with a SHUTDOWN carrying
-// CumulativeTSN (§9.2) rather than a delayed SACK.
-//
-// FORWARD TSN (RFC 3758) and I-DATA (RFC 8260) are not negotiated: the
-// association announces neither Forward-TSN-Supported nor I-DATA in its
-// INIT, so a peer that sends either breaks RFC 3758 §3.3 ("the receiver
-// MUST NOT send a FORWARD TSN chunk" unless both announced support) or
-// RFC 8260 §2.2. The association treats them as the unrecognized chunk
-// types they are to it: chunk.Type.Unrecognized gives 0xC0 (FORWARD TSN)
-// and 0x40 (I-DATA) the action "skip this chunk and continue processing"
-// with an ERROR reporting Unrecognized Chunk Type; the Receiver never sees
-// them, and the peer, whose DATA is then never acknowledged past the
-// abandoned TSN, eventually fails the association by its retransmission
-// limit.
-
 // RecvDefaultSACKDelay is the delayed acknowledgement timeout used when
 // ReceiverConfig.SACKDelay is 0. RFC 9260 §6.2 asks for a SACK "within 200
 // ms of the arrival of any unacknowledged DATA chunk" and lets the
@@ -234,8 +197,48 @@ type RecvStats struct {
 // Ack: one Gap Ack Block.
 type recvRange struct{ first, last TSN }
 
-// Receiver is the receive side of one association. It is not safe for
-// concurrent use: the association's run loop owns it.
+// Receiver is the receive side of an association (RFC 9260 §6.2, §6.5
+// to §6.7, §6.9): which TSNs have arrived, what the next SACK says and
+// when it is due, the receiver window, and the reassembly and ordered
+// delivery of user messages (reassembly.go). A Receiver is pure state: it starts no
+// goroutines, reads no clock and sends nothing. The association's run loop
+// owns it and drives it:
+//
+//	for each received packet, after the control chunks:
+//		for each DATA chunk d (chunk.ParseData; pass d on ErrNoUserData too):
+//			res, err := r.Data(d)
+//			err != nil:             ABORT with err's cause (RecvError.AppendCause)
+//			res == RecvInvalidStream: bundle an ERROR with chunk.InvalidStreamIdentifier
+//		r.EndPacket(now)
+//	sendNow, deadline := r.SACKWhen(now)
+//	sendNow:           b = r.AppendSACK(b, room), bundled before any DATA
+//	!deadline.IsZero(): arm the delayed-ack timer for deadline, call SACKWhen when it fires
+//	after the ULP consumes data it held (Release): call SACKWhen for a window update
+//
+// DATA chunks are accepted only in ESTABLISHED, SHUTDOWN-PENDING and
+// SHUTDOWN-SENT ("DATA chunks MUST only be received according to the
+// rules below in ESTABLISHED, SHUTDOWN-PENDING, and SHUTDOWN-SENT states",
+// §6): the association does not call Data in other states. In
+// SHUTDOWN-SENT it "MUST immediately respond to each received packet
+// containing one or more DATA chunks with a SHUTDOWN chunk" carrying
+// CumulativeTSN, and with a SACK as well when GapsOrDuplicates (§9.2).
+//
+// FORWARD TSN (RFC 3758) and I-DATA (RFC 8260) are not negotiated: the
+// association announces neither Forward-TSN-Supported nor I-DATA support
+// in its INIT, and the Receiver never sees them. A FORWARD TSN from the
+// peer is then a chunk type the association does not support, handled by
+// the upper bits of its type (RFC 9260 §3.2, chunk.Type.Unrecognized):
+// 0xC0 is "skip this chunk and continue processing" with an ERROR
+// reporting Unrecognized Chunk Type; a peer that abandons a TSN that way
+// has it never acknowledged and fails the association by its own
+// retransmission limit. An I-DATA is a protocol violation: "The same
+// applies if I-DATA support has not been negotiated for an association
+// and an I-DATA chunk is received" ("the receiver ... MUST abort the
+// association by sending an ABORT chunk. The ABORT chunk MAY include the
+// 'Protocol Violation' error cause", RFC 8260 §2.2).
+//
+// A Receiver is not safe for concurrent use: the association's run loop
+// owns it.
 type Receiver struct {
 	cfg     ReceiverConfig
 	deliver func(RecvMessage)
@@ -355,6 +358,10 @@ func (r *Receiver) HighestTSN() TSN {
 	}
 	return r.ranges[len(r.ranges)-1].last
 }
+
+// GapsOrDuplicates reports whether the next SACK has Gap Ack Blocks or
+// Duplicate TSNs to report, which a SHUTDOWN cannot carry (§9.2).
+func (r *Receiver) GapsOrDuplicates() bool { return len(r.ranges) > 0 || len(r.dups) > 0 }
 
 // Stats returns the Receiver's counters.
 func (r *Receiver) Stats() RecvStats { return r.stats }

@@ -435,7 +435,7 @@ func (s *recvFuzzState) sack(room int) {
 	}
 	s.dups = s.dups[:0]
 	free := int64(s.cfg.BufferSize) - int64(s.r.Held()+s.ulpHeld)
-	if wantRwnd := max(free, 0); int64(sk.ARwnd) != wantRwnd && !(sk.ARwnd == 0 && wantRwnd < recvSWSFloor) {
+	if wantRwnd := max(free, 0); int64(sk.ARwnd) != wantRwnd && !(sk.ARwnd == 0 && wantRwnd < int64(s.r.swsMin)) {
 		t.Fatalf("a_rwnd %d, want %d", sk.ARwnd, wantRwnd)
 	}
 	if s.r.Held() > int(s.r.hardCap) {

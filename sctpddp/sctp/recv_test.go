@@ -378,3 +378,26 @@ func TestRecvSACKRoom(t *testing.T) {
 	h.wantSACK(h.sack(16), "cum=1")
 	h.wantSACK(h.sack(0), "cum=1")
 }
+
+// TestRecvShutdownSent: "If a SHUTDOWN chunk by itself cannot acknowledge
+// all of the received DATA chunks (i.e., there are TSNs that can be
+// acknowledged that are larger than the cumulative TSN and thus gaps exist
+// in the TSN sequence) or if duplicate TSNs have been received, then a
+// SACK chunk MUST also be sent" (§9.2).
+func TestRecvShutdownSent(t *testing.T) {
+	h := newRecvHarness(t, recvCfg)
+	h.packet(recvD(7, 0, 0, 0, "a"))
+	if h.r.GapsOrDuplicates() {
+		t.Fatal("GapsOrDuplicates with neither")
+	}
+	h.packet(recvD(9, 0, 2, 0, "c"))
+	if !h.r.GapsOrDuplicates() {
+		t.Fatal("GapsOrDuplicates = false with a gap")
+	}
+	h.packet(recvD(8, 0, 1, 0, "b"))
+	h.sack(1500)
+	h.packet(recvD(8, 0, 1, 0, "b"))
+	if !h.r.GapsOrDuplicates() {
+		t.Fatal("GapsOrDuplicates = false with a duplicate")
+	}
+}
