@@ -139,7 +139,7 @@ type Sender struct {
 	listLen                 int
 	tlpEnd                  TSN // TLP.end_seq when tlpEndSet
 	tlpEndSet, tlpIsRetrans bool
-	tlpBackoff              int  // probes sent since new data was last acknowledged
+	tlpBackoff              int // probes sent since new data was last acknowledged
 	probe                   sndProbe
 
 	// Deadlines; 0 means not armed.
