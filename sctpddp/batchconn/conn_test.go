@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -199,6 +200,9 @@ func TestCorkNests(t *testing.T) {
 // is cut to it, the rest discarded, as a plain ReadFrom does, and that
 // one longer than the receive slot is cut to the slot.
 func TestTruncation(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows fails a read into a short buffer (WSAEMSGSIZE) rather than truncating")
+	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := newConn(t, "udp4", c.cfg), newConn(t, "udp4", c.cfg)
