@@ -12,7 +12,9 @@
 // states. The passive side keeps nothing between INIT and COOKIE ECHO: what
 // it will need is in the State Cookie it sends in its INIT ACK,
 // authenticated with HMAC-SHA256 under CookieKeys, so a peer can make it
-// hold nothing before the COOKIE ECHO.
+// hold nothing before the COOKIE ECHO. Answering an INIT or a COOKIE
+// ECHO allocates nothing once the caller's buffer holds the reply, so a
+// flood of either costs hashing, not memory.
 //
 //	// The passive side, for each packet whose first chunk is INIT:
 //	res, err := sctp.HandleInit(buf, pkt, &cfg, &keys, rand.Reader, time.Now())

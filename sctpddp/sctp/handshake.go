@@ -200,17 +200,22 @@ type peerParams struct {
 	zeroChecksum bool   // Zero Checksum Acceptable with the DTLS EDMID
 	lifeSpanInc  uint32 // Cookie Preservative, in milliseconds
 	hostName     chunk.Param
-	// reports are the unrecognized parameters to report: Unrecognized
-	// Parameter parameters for an INIT (§3.3.3.1.2), the unrecognized
-	// TLVs, each padded, for an INIT ACK's Unrecognized Parameters error
-	// cause (§3.3.10.8).
-	reports      []byte
+	// reports[:reportLen] are the unrecognized parameters to report:
+	// Unrecognized Parameter parameters for an INIT (§3.3.3.1.2), the
+	// unrecognized TLVs, each padded, for an INIT ACK's Unrecognized
+	// Parameters error cause (§3.3.10.8). They are held here, not in a
+	// slice, so that a peerParams on the stack stays there.
+	reports      [maxReport]byte
+	reportLen    int
 	unrecognized int // parameters reported
 }
 
-// readParams reads the parameters of an INIT (initAck false) or INIT ACK,
-// appending the reports to reportBuf. Parameters must have been checked
-// (ParseInit, ParseInitAck).
+// reported returns the reports.
+func (p *peerParams) reported() []byte { return p.reports[:p.reportLen] }
+
+// read reads the parameters of an INIT (initAck false) or INIT ACK into
+// p, which must be zero. Parameters must have been checked (ParseInit,
+// ParseInitAck).
 //
 // A parameter this package does not recognise is handled as its type's
 // upper two bits say (RFC 9260 §3.2.1, Table 3): 00 stop processing
@@ -221,8 +226,7 @@ type peerParams struct {
 // after the unknown parameter is canceled, but no processing already done
 // is rolled back." The State Cookie is mandatory, so the INIT ACK's is
 // looked for beyond such a parameter too (by the caller).
-func readParams(ps, reportBuf []byte, initAck bool) peerParams {
-	p := peerParams{reports: reportBuf[:0]}
+func (p *peerParams) read(ps []byte, initAck bool) {
 	it := chunk.Params(ps)
 	for it.Next() {
 		prm := it.Param()
@@ -265,18 +269,18 @@ func readParams(ps, reportBuf []byte, initAck bool) peerParams {
 				p.report(prm, initAck)
 			}
 			if a.Stop() {
-				return p
+				return
 			}
 		}
 	}
-	return p
 }
 
 func (p *peerParams) report(prm chunk.Param, initAck bool) {
 	if initAck {
-		if n := chunk.PaddedLen(len(prm)); len(p.reports)+n <= maxReport {
-			p.reports = append(p.reports, prm...)
-			p.reports = append(p.reports, make([]byte, n-len(prm))...)
+		// The padding stays as the zero array has it.
+		if n := chunk.PaddedLen(len(prm)); p.reportLen+n <= maxReport {
+			copy(p.reports[p.reportLen:], prm)
+			p.reportLen += n
 			p.unrecognized++
 		}
 		return
@@ -285,30 +289,35 @@ func (p *peerParams) report(prm chunk.Param, initAck bool) {
 	// unrecognized parameter copied from the INIT chunk complete with
 	// Parameter Type, Length, and Value fields."
 	r := chunk.RawParam{Type: chunk.ParamUnrecognizedParameter, Value: prm}
-	if len(p.reports)+r.Len() <= maxReport {
-		p.reports = r.Append(p.reports)
+	if n := r.Len(); p.reportLen+n <= maxReport {
+		r.Append(p.reports[p.reportLen:p.reportLen])
+		p.reportLen += n
 		p.unrecognized++
 	}
 }
 
-// randomTag reads an Initiate Tag from rand: "Initiate Tag values SHOULD
-// be selected from the range of 1 to 2^32 - 1" (§5.3.1).
-func randomTag(rand io.Reader) (uint32, error) {
+// randomTagTSN reads an Initiate Tag and an Initial TSN from rand,
+// through scratch, at least 8 bytes: "Initiate Tag values SHOULD be
+// selected from the range of 1 to 2^32 - 1" (§5.3.1), "the Initial TSN
+// SHOULD be set to a random value in that range [0 to 4294967295]"
+// (§3.3.2). A buffer handed to an io.Reader escapes to the heap, so
+// HandleInit lends the spare room of its dst.
+func randomTagTSN(rand io.Reader, scratch []byte) (tag, tsn uint32, err error) {
+	b := scratch[:8]
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return 0, 0, fmt.Errorf("sctp: reading a random Initiate Tag and TSN: %w", err)
+	}
+	tag, tsn = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
 	for range 8 {
-		v, err := randomUint32(rand)
-		if err != nil || v != 0 {
-			return v, err
+		if tag != 0 {
+			return tag, tsn, nil
 		}
+		if _, err := io.ReadFull(rand, b[:4]); err != nil {
+			return 0, 0, fmt.Errorf("sctp: reading a random Initiate Tag: %w", err)
+		}
+		tag = binary.BigEndian.Uint32(b)
 	}
-	return 0, errors.New("sctp: random source returns zeros")
-}
-
-func randomUint32(rand io.Reader) (uint32, error) {
-	var b [4]byte
-	if _, err := io.ReadFull(rand, b[:]); err != nil {
-		return 0, fmt.Errorf("sctp: reading a random Initiate Tag or TSN: %w", err)
-	}
-	return binary.BigEndian.Uint32(b[:]), nil
+	return 0, 0, errors.New("sctp: random source returns zeros")
 }
 
 // appendAbort builds a packet holding an ABORT chunk with causes.
@@ -370,7 +379,8 @@ type InitResult struct {
 // its Checksum is always the CRC32c.
 //
 // pkt is the received packet, its CRC32c already verified (the CRC32c of
-// an INIT is checked even where zero checksums are accepted, RFC 9653).
+// an INIT is checked even where zero checksums are accepted, RFC 9653);
+// dst must not overlap it.
 // Tags and the Initial TSN are read from rand; now dates the cookie.
 //
 // HandleInit keeps no state: its result depends on its arguments alone,
@@ -436,8 +446,8 @@ func HandleInit(dst, pkt []byte, cfg *Config, keys *CookieKeys, rand io.Reader, 
 		// of 0.
 		return abortInit(dst, local, peer, init.InitiateTag, refusalCause(err)), err
 	}
-	var reportBuf [maxReport]byte
-	pp := readParams(init.Params, reportBuf[:], false)
+	var pp peerParams
+	pp.read(init.Params, false)
 	res := InitResult{PeerAdaptation: pp.adaptation, PeerZeroChecksum: pp.zeroChecksum, Unrecognized: pp.unrecognized}
 	if pp.hostName != nil {
 		// §3.3.2.1.4: "The receiver of an INIT chunk or an INIT ACK
@@ -453,11 +463,11 @@ func HandleInit(dst, pkt []byte, cfg *Config, keys *CookieKeys, rand io.Reader, 
 		return r, fmt.Errorf("%w: %v", ErrPeerAdaptation, pp.adaptation)
 	}
 
-	tag, err := randomTag(rand)
-	if err != nil {
-		return InitResult{}, err
+	scratch := dst[:cap(dst)] // overwritten by the reply
+	if len(scratch) < 8 {
+		scratch = make([]byte, 8)
 	}
-	tsn, err := randomUint32(rand)
+	tag, tsn, err := randomTagTSN(rand, scratch)
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -489,7 +499,7 @@ func HandleInit(dst, pkt []byte, cfg *Config, keys *CookieKeys, rand io.Reader, 
 	params = binary.BigEndian.AppendUint16(params, 4+CookieLen)
 	params = cookie.Append(params, keys)
 	params = cfg.appendParams(params)
-	params = append(params, pp.reports...)
+	params = append(params, pp.reported()...)
 
 	var w chunk.Builder
 	// §5.1 B: ""Z" MUST set the Verification Tag field to Tag_A and also
@@ -556,8 +566,8 @@ func HandleCookieEcho(dst, pkt []byte, keys *CookieKeys, now time.Time) ([]byte,
 	}
 	// Steps 1 and 2: the key and the MAC.
 	c, err := OpenCookie(ce.Cookie, keys, now)
-	var stale *StaleCookieError
-	if err != nil && !errors.As(err, &stale) {
+	stale, _ := err.(*StaleCookieError)
+	if err != nil && stale == nil {
 		return nil, Established{}, err
 	}
 	// Step 3: "Compare the port numbers and the Verification Tag
@@ -706,11 +716,7 @@ func NewCookieWait(cfg *Config, rand io.Reader) (*CookieWait, error) {
 	if cfg.LocalPort == 0 || cfg.PeerPort == 0 {
 		return nil, fmt.Errorf("%w: Config without both ports", ErrPort)
 	}
-	tag, err := randomTag(rand)
-	if err != nil {
-		return nil, err
-	}
-	tsn, err := randomUint32(rand)
+	tag, tsn, err := randomTagTSN(rand, make([]byte, 8))
 	if err != nil {
 		return nil, err
 	}
@@ -808,8 +814,8 @@ func (w *CookieWait) HandleInitAck(dst, pkt []byte) ([]byte, *CookieEchoed, erro
 		}
 		return appendAbort(dst, local, peer, ia.InitiateTag, false, refusalCause(err)), nil, err
 	}
-	var reportBuf [maxReport]byte
-	pp := readParams(ia.Params, reportBuf[:], true)
+	var pp peerParams
+	pp.read(ia.Params, true)
 	if pp.hostName != nil {
 		return appendAbort(dst, local, peer, ia.InitiateTag, false, unresolvableAddress(pp.hostName)), nil, ErrHostNameAddress
 	}
@@ -844,9 +850,9 @@ func (w *CookieWait) HandleInitAck(dst, pkt []byte) ([]byte, *CookieEchoed, erro
 	var b chunk.Builder
 	b.Start(dst, local, peer, ia.InitiateTag)
 	b.Buf = chunk.CookieEcho{Cookie: e.Cookie}.Append(b.Buf)
-	if len(pp.reports) > 0 {
+	if pp.reportLen > 0 {
 		var causeBuf [4 + maxReport]byte
-		cause := chunk.RawCause{Code: chunk.CauseUnrecognizedParameters, Info: pp.reports}.Append(causeBuf[:0])
+		cause := chunk.RawCause{Code: chunk.CauseUnrecognizedParameters, Info: pp.reported()}.Append(causeBuf[:0])
 		b.Buf = chunk.OperationError{Causes: cause}.Append(b.Buf)
 	}
 	return b.Finish(), e, nil
