@@ -18,13 +18,12 @@ const (
 	// groSlot is the receive slot of a GRO socket: the kernel coalesces
 	// up to 64 KiB of one flow into a super-datagram.
 	groSlot = 1 << 16
-	// gsoMaxSegments is the most segments the kernel takes in one GSO
-	// message (UDP_MAX_SEGMENTS of Linux before 6.13; later kernels take
-	// more).
+	// gsoMaxSegments is the most segments one GSO message carries: the
+	// kernel's UDP_MAX_SEGMENTS, which no kernel with GSO sets lower.
 	gsoMaxSegments = 64
-	// gsoMaxBytes is the most payload one GSO message carries: what fits
-	// one IPv6 packet after its 40-octet header and the UDP header (less
-	// than IPv4 allows, so it serves both).
+	// gsoMaxBytes is the most payload one GSO message carries: a 64 KiB
+	// IP packet less a 40-octet IP header and the UDP header, below the
+	// 65,507 octets IPv4 takes and the 65,527 IPv6 takes.
 	gsoMaxBytes = 0xffff - 40 - 8
 )
 
@@ -62,7 +61,7 @@ type reader struct {
 	oob    []byte // GRO control data, groCmsgSpace octets a message
 	ri, rn int
 	roff   int
-	rseg   int   // GRO segment size of rmsgs[ri], or 0 for a whole datagram
+	rseg   int   // GRO segment size of msgs[ri], or 0 for a whole datagram
 	err    error // of the last receive call
 	recv   func(fd uintptr) bool
 	addrs  addrCache
@@ -325,9 +324,11 @@ func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
 	return len(p), nil
 }
 
-// Cork starts holding datagrams: WriteTo copies them for Flush to send
-// together. Corks nest (or come from several goroutines): holding goes
-// on until as many Flushes as Corks.
+// Cork starts holding datagrams: WriteTo copies them, whichever
+// goroutine calls it, for Flush to send together. Corks nest (or come
+// from several goroutines): holding goes on until as many Flushes as
+// Corks. Every Cork is to be followed by a Flush: datagrams held wait
+// for it.
 func (c *Conn) Cork() {
 	c.wmu.Lock()
 	c.w.depth++
