@@ -9,7 +9,7 @@ import (
 )
 
 // newTestCookieWait starts the active side at port 5000 toward 5001.
-func newTestCookieWait(t testing.TB, cfg Config) *CookieWait {
+func newTestCookieWait(t testing.TB, cfg HandshakeConfig) *CookieWait {
 	t.Helper()
 	w, err := NewCookieWait(&cfg, testRand(0x10, 64))
 	if err != nil {
@@ -192,7 +192,7 @@ func TestInitAckAborted(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		ia     func(*chunk.InitAck)
-		cfg    func(*Config)
+		cfg    func(*HandshakeConfig)
 		want   error
 		vtag   uint32 // 0: the INIT ACK's Initiate Tag
 		tbit   bool
@@ -227,7 +227,7 @@ func TestInitAckAborted(t *testing.T) {
 		// "Unresolvable Address" error cause."
 		{name: "Host Name Address", ia: func(i *chunk.InitAck) { i.Params = append(bytes.Clone(testStateCookie), hostName...) },
 			want: ErrHostNameAddress, cause: chunk.CauseUnresolvableAddress, info: hostName[:6]},
-		{name: "DDP required", cfg: func(c *Config) { c.RequireDDP = true }, want: ErrPeerAdaptation,
+		{name: "DDP required", cfg: func(c *HandshakeConfig) { c.RequireDDP = true }, want: ErrPeerAdaptation,
 			cause: chunk.CauseUserInitiatedAbort, info: []byte(adaptationReason)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

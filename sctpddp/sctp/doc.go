@@ -44,11 +44,11 @@
 //
 // Every INIT and INIT ACK carries an Adaptation Layer Indication (RFC 5043
 // §11.1: "a DDP/SCTP adaptation layer MUST include an adaptation layer
-// indication in its INIT or INIT-ACK") and, when Config.ZeroChecksum is
-// set, Zero Checksum Acceptable with the DTLS EDMID (RFC 9653). The
-// peer's indication is reported (Established.PeerAdaptation, whose DDP
-// method applies §11.1's table), and refused with an ABORT under
-// Config.RequireDDP.
+// indication in its INIT or INIT-ACK") and, when
+// HandshakeConfig.ZeroChecksum is set, Zero Checksum Acceptable with the
+// DTLS EDMID (RFC 9653). The peer's indication is reported
+// (Established.PeerAdaptation, whose DDP method applies §11.1's table),
+// and refused with an ABORT under HandshakeConfig.RequireDDP.
 //
 // # Deviations and choices
 //
@@ -74,8 +74,8 @@
 //     Forward-TSN-Supported (RFC 3758) is not implemented and so is
 //     reported; Supported Extensions is read and nothing is announced in
 //     it yet.
-//   - A Cookie Preservative is honoured up to Config.MaxLifeSpanIncrement
-//     (1 s by default, §5.2.6).
+//   - A Cookie Preservative is honoured up to
+//     HandshakeConfig.MaxLifeSpanIncrement (1 s by default, §5.2.6).
 //   - The State Cookie is 96 bytes: the association's parameters, the
 //     key's epoch, the creation time in microseconds and the lifespan in
 //     milliseconds, then the MAC. A cookie is checked in §5.1.5's order:
@@ -89,7 +89,7 @@
 //     and COOKIE ECHO it hands in; a zero Checksum is fine on an INIT ACK
 //     after an INIT that announced Zero Checksum Acceptable (pion/sctp
 //     sends one).
-//   - Config.RequireDDP refuses a peer with an ABORT holding a
+//   - HandshakeConfig.RequireDDP refuses a peer with an ABORT holding a
 //     User-Initiated Abort cause: the refusal is the adaptation layer's,
 //     and RFC 5043 defines no cause for it.
 package sctp

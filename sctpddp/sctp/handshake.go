@@ -50,10 +50,10 @@ type Established struct {
 	SendZeroChecksum, ReceiveZeroChecksum bool
 }
 
-// Config is what this endpoint announces in its INIT or INIT ACK, and how
-// it treats the peer's. The zero value of each optional field is its
-// default.
-type Config struct {
+// HandshakeConfig is what this endpoint announces in its INIT or INIT
+// ACK, and how it treats the peer's. The zero value of each optional
+// field is its default.
+type HandshakeConfig struct {
 	// LocalPort is this endpoint's SCTP port. The active side sends from
 	// it; the passive side discards an INIT to another port, or accepts
 	// any when it is 0.
@@ -108,29 +108,30 @@ const (
 	DefaultMaxLifeSpanIncrement = time.Second
 
 	// maxReport bounds the bytes of parameters reported back as
-	// unrecognized, so that an INIT of many small unknown parameters
-	// cannot make an INIT ACK larger than itself or than a chunk.
+	// unrecognized, so that the reports stay a bounded part of the INIT
+	// ACK or COOKIE ECHO packet however many unknown parameters the peer
+	// sends.
 	maxReport = 512
 )
 
-func (c *Config) check() error {
+func (c *HandshakeConfig) check() error {
 	switch {
 	case c.ARwnd < chunk.MinARwnd:
-		return fmt.Errorf("sctp: Config.ARwnd %d below %d", c.ARwnd, chunk.MinARwnd)
+		return fmt.Errorf("sctp: HandshakeConfig.ARwnd %d below %d", c.ARwnd, chunk.MinARwnd)
 	case c.OutboundStreams == 0 || c.InboundStreams == 0:
-		return errors.New("sctp: Config with 0 streams")
+		return errors.New("sctp: HandshakeConfig with 0 streams")
 	}
 	return nil
 }
 
-func (c *Config) adaptationCodePoint() uint32 {
+func (c *HandshakeConfig) adaptationCodePoint() uint32 {
 	if c.AdaptationCodePoint == 0 {
 		return chunk.AdaptationCodePointDDP
 	}
 	return c.AdaptationCodePoint
 }
 
-func (c *Config) cookieLifetime() time.Duration {
+func (c *HandshakeConfig) cookieLifetime() time.Duration {
 	if c.CookieLifetime <= 0 {
 		return DefaultCookieLifetime
 	}
@@ -139,7 +140,7 @@ func (c *Config) cookieLifetime() time.Duration {
 
 // lifespan returns the lifespan of a cookie answering an INIT whose Cookie
 // Preservative suggested inc milliseconds more.
-func (c *Config) lifespan(inc uint32) time.Duration {
+func (c *HandshakeConfig) lifespan(inc uint32) time.Duration {
 	limit := c.MaxLifeSpanIncrement
 	if limit == 0 {
 		limit = DefaultMaxLifeSpanIncrement
@@ -158,7 +159,7 @@ func (c *Config) lifespan(inc uint32) time.Duration {
 // NOT contain any IPv4 Address or IPv6 Address parameters. The INIT chunk
 // MUST NOT contain the Supported Address Types parameter." DTLS, not SCTP,
 // owns the addresses, so neither is ever sent.
-func (c *Config) appendParams(b []byte) []byte {
+func (c *HandshakeConfig) appendParams(b []byte) []byte {
 	b = chunk.AdaptationLayerIndication{AdaptationCodePoint: c.adaptationCodePoint()}.Append(b)
 	if c.ZeroChecksum {
 		b = chunk.ZeroChecksumAcceptable{EDMID: chunk.EDMIDDTLS}.Append(b)
@@ -189,7 +190,7 @@ var (
 	// Address parameter, answered with an ABORT (§5.1.2 B).
 	ErrHostNameAddress = errors.New("sctp: Host Name Address parameter")
 	// ErrPeerAdaptation reports a peer whose Adaptation Layer Indication
-	// is not DDP's, refused because Config.RequireDDP is set.
+	// is not DDP's, refused because HandshakeConfig.RequireDDP is set.
 	ErrPeerAdaptation = errors.New("sctp: peer's Adaptation Layer Indication is not DDP's")
 )
 
@@ -398,7 +399,7 @@ type InitResult struct {
 // Parameter, §3.3.2), for a Host Name Address (Unresolvable Address,
 // §5.1.2 B), and, under cfg.RequireDDP, for a peer whose Adaptation Layer
 // Indication is not DDP's (User-Initiated Abort).
-func HandleInit(dst, pkt []byte, cfg *Config, keys *CookieKeys, rand io.Reader, now time.Time) (InitResult, error) {
+func HandleInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io.Reader, now time.Time) (InitResult, error) {
 	if err := cfg.check(); err != nil {
 		return InitResult{}, err
 	}
@@ -695,7 +696,7 @@ func DecideCookieEcho(c *StateCookie, stale bool, localTag, peerTag uint32) Cook
 // again: "the same INIT or COOKIE ECHO chunk with the same Initiate Tag
 // (i.e., Tag_A) or State Cookie is retransmitted" (§5.1.6).
 type CookieWait struct {
-	Config Config
+	Config HandshakeConfig
 	// LocalVerificationTag is the Initiate Tag of the INIT (Tag_A);
 	// LocalInitialTSN its Initial TSN.
 	LocalVerificationTag, LocalInitialTSN uint32
@@ -709,12 +710,12 @@ type CookieWait struct {
 
 // NewCookieWait starts the active side of a handshake with a tag and
 // Initial TSN read from rand. cfg must have both ports.
-func NewCookieWait(cfg *Config, rand io.Reader) (*CookieWait, error) {
+func NewCookieWait(cfg *HandshakeConfig, rand io.Reader) (*CookieWait, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	if cfg.LocalPort == 0 || cfg.PeerPort == 0 {
-		return nil, fmt.Errorf("%w: Config without both ports", ErrPort)
+		return nil, fmt.Errorf("%w: HandshakeConfig without both ports", ErrPort)
 	}
 	tag, tsn, err := randomTagTSN(rand, make([]byte, 8))
 	if err != nil {
@@ -760,8 +761,9 @@ func (w *CookieWait) AppendInit(dst []byte) []byte {
 //     and SHOULD send an ABORT chunk with the T bit set"), whose a_rwnd is
 //     below 1500 or a stream count 0 (Invalid Mandatory Parameter), that
 //     lacks the State Cookie (Missing Mandatory Parameter, §5.1), that
-//     holds a Host Name Address (Unresolvable Address, §3.3.3), or, under
-//     Config.RequireDDP, whose Adaptation Layer Indication is not DDP's;
+//     holds a Host Name Address (Unresolvable Address, §3.3.3), or,
+//     under Config.RequireDDP, whose Adaptation Layer Indication is not
+//     DDP's;
 //   - no packet and an error, the endpoint staying in COOKIE-WAIT, for a
 //     packet that is not this association's (Verification Tag, ports) or
 //     is malformed, or an INIT ACK bundled with other chunks.

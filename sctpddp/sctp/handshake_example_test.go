@@ -14,8 +14,8 @@ func Example_handshake() {
 	if err != nil {
 		panic(err)
 	}
-	client := sctp.Config{LocalPort: 5000, PeerPort: 5000, ARwnd: 1 << 20, OutboundStreams: 64, InboundStreams: 64}
-	server := sctp.Config{LocalPort: 5000, ARwnd: 1 << 20, OutboundStreams: 16, InboundStreams: 16}
+	client := sctp.HandshakeConfig{LocalPort: 5000, PeerPort: 5000, ARwnd: 1 << 20, OutboundStreams: 64, InboundStreams: 64}
+	server := sctp.HandshakeConfig{LocalPort: 5000, ARwnd: 1 << 20, OutboundStreams: 16, InboundStreams: 16}
 	buf := make([]byte, 0, 1500)
 
 	w, err := sctp.NewCookieWait(&client, rand.Reader)

@@ -104,7 +104,7 @@ func FuzzHandleInitAck(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	passive := Config{ARwnd: 1500, OutboundStreams: 1, InboundStreams: 1, ZeroChecksum: true}
+	passive := HandshakeConfig{ARwnd: 1500, OutboundStreams: 1, InboundStreams: 1, ZeroChecksum: true}
 	res, err := HandleInit(nil, w.AppendInit(nil), &passive, &keys, testRand(0x31, 64), testNow)
 	if err != nil {
 		f.Fatal(err)

@@ -36,7 +36,7 @@ func TestLinuxInit(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := chunk.Header(pkt)
-			cfg := Config{LocalPort: 5000, ARwnd: 65536, OutboundStreams: 16, InboundStreams: 16}
+			cfg := HandshakeConfig{LocalPort: 5000, ARwnd: 65536, OutboundStreams: 16, InboundStreams: 16}
 			res, err := HandleInit(nil, pkt, &cfg, &keys, testRand(0x21, 64), testNow)
 			if err != nil || res.Abort {
 				t.Fatalf("HandleInit: %v, %+v", err, res)

@@ -132,7 +132,7 @@ func TestPionClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{LocalPort: pionDefaultPort, ARwnd: 1 << 20, OutboundStreams: 64, InboundStreams: 64, ZeroChecksum: zero}
+			cfg := HandshakeConfig{LocalPort: pionDefaultPort, ARwnd: 1 << 20, OutboundStreams: 64, InboundStreams: 64, ZeroChecksum: zero}
 			link := newPionLink()
 			defer link.Close()
 			type result struct {
@@ -217,7 +217,7 @@ func TestPionServer(t *testing.T) {
 			name = "zero checksum"
 		}
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{LocalPort: pionDefaultPort, PeerPort: pionDefaultPort, ARwnd: 1 << 20,
+			cfg := HandshakeConfig{LocalPort: pionDefaultPort, PeerPort: pionDefaultPort, ARwnd: 1 << 20,
 				OutboundStreams: 64, InboundStreams: 64, ZeroChecksum: zero}
 			link := newPionLink()
 			defer link.Close()

@@ -15,7 +15,7 @@ func TestHandshake(t *testing.T) {
 	keys := testKeys(t)
 	active := testConfig()
 	active.ZeroChecksum = true
-	passive := Config{LocalPort: 5001, ARwnd: 4096, OutboundStreams: 40, InboundStreams: 12}
+	passive := HandshakeConfig{LocalPort: 5001, ARwnd: 4096, OutboundStreams: 40, InboundStreams: 12}
 
 	w, err := NewCookieWait(&active, testRand(1, 64))
 	if err != nil {
@@ -193,7 +193,7 @@ func TestInitAborted(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		init  func(*chunk.Init)
-		cfg   func(*Config)
+		cfg   func(*HandshakeConfig)
 		want  error
 		cause chunk.CauseCode
 		info  []byte
@@ -216,11 +216,11 @@ func TestInitAborted(t *testing.T) {
 			ErrHostNameAddress, chunk.CauseUnresolvableAddress, []byte{0, 11, 0, 9, 'h', 'o', 's', 't', 0}},
 		// RFC 5043 §7.1: "it SHOULD terminate all requests to establish an
 		// association with any different Adaptation Indication."
-		{"no indication, DDP required", nil, func(c *Config) { c.RequireDDP = true },
+		{"no indication, DDP required", nil, func(c *HandshakeConfig) { c.RequireDDP = true },
 			ErrPeerAdaptation, chunk.CauseUserInitiatedAbort, []byte(adaptationReason)},
 		{"other indication, DDP required", func(i *chunk.Init) {
 			i.Params = chunk.AdaptationLayerIndication{AdaptationCodePoint: 7}.Append(nil)
-		}, func(c *Config) { c.RequireDDP = true }, ErrPeerAdaptation, chunk.CauseUserInitiatedAbort, []byte(adaptationReason)},
+		}, func(c *HandshakeConfig) { c.RequireDDP = true }, ErrPeerAdaptation, chunk.CauseUserInitiatedAbort, []byte(adaptationReason)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			i := peerInit()
@@ -442,7 +442,7 @@ func TestInitPure(t *testing.T) {
 
 func TestInitConfig(t *testing.T) {
 	keys := testKeys(t)
-	for _, cfg := range []Config{
+	for _, cfg := range []HandshakeConfig{
 		{ARwnd: 1499, OutboundStreams: 1, InboundStreams: 1},
 		{ARwnd: 1500, InboundStreams: 1},
 		{ARwnd: 1500, OutboundStreams: 1},

@@ -34,8 +34,8 @@ func readHex(t testing.TB, name string) []byte {
 }
 
 // testConfig is the endpoint configuration of the tests.
-func testConfig() Config {
-	return Config{LocalPort: 5000, PeerPort: 5001, ARwnd: 65536, OutboundStreams: 16, InboundStreams: 32}
+func testConfig() HandshakeConfig {
+	return HandshakeConfig{LocalPort: 5000, PeerPort: 5001, ARwnd: 65536, OutboundStreams: 16, InboundStreams: 32}
 }
 
 // packet builds a packet of the given chunks with a CRC32c.
