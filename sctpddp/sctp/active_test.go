@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
@@ -320,5 +321,56 @@ func TestInitAckUnrecognizedParameters(t *testing.T) {
 		if e.Established.PeerAdaptation.DDP() != tc.ddp {
 			t.Errorf("%s: adaptation %v", tc.name, e.Established.PeerAdaptation)
 		}
+	}
+}
+
+// TestStaleCookie runs §5.1.5 step 4 and §5.2.6 end to end: a COOKIE ECHO
+// that comes back late gets an ERROR with a Stale Cookie cause, which the
+// active side reads; a new INIT with a Cookie Preservative gets a cookie
+// that lives long enough.
+func TestStaleCookie(t *testing.T) {
+	keys := testKeys(t)
+	active := testConfig()
+	passive := HandshakeConfig{LocalPort: 5001, ARwnd: 4096, OutboundStreams: 1, InboundStreams: 1, CookieLifetime: time.Second}
+	w := newTestCookieWait(t, active)
+	res, err := HandleInit(nil, w.AppendInit(nil), &passive, &keys, testRand(1, 64), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, e, err := w.HandleInitAck(nil, res.Packet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _, err := HandleCookieEcho(nil, echo, &keys, testNow.Add(1500*time.Millisecond))
+	if !errors.Is(err, ErrStaleCookie) {
+		t.Fatalf("%v, want stale", err)
+	}
+	staleness, ok := e.HandleStaleCookie(reply)
+	if !ok || staleness != 500*time.Millisecond {
+		t.Fatalf("HandleStaleCookie: %v, %v", staleness, ok)
+	}
+	if _, err := e.HandleCookieAck(reply); !errors.Is(err, ErrUnexpectedChunk) {
+		t.Errorf("the ERROR as a COOKIE ACK: %v", err)
+	}
+	for _, bad := range [][]byte{withTag(reply, 1), withPorts(reply, 5002, 5000), reply[:8],
+		packet(5001, 5000, w.LocalVerificationTag, chunk.OperationError{Causes: chunk.RawCause{Code: chunk.CauseOutOfResource}.Append(nil)}.Append(nil))} {
+		if _, ok := e.HandleStaleCookie(bad); ok {
+			t.Errorf("%x read as a Stale Cookie error", bad)
+		}
+	}
+
+	// §5.2.6's third alternative.
+	w2 := newTestCookieWait(t, active)
+	w2.LifeSpanIncrement = uint32((staleness + 100*time.Millisecond) / time.Millisecond)
+	res, err = HandleInit(nil, w2.AppendInit(nil), &passive, &keys, testRand(2, 64), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, _, err = w2.HandleInitAck(nil, res.Packet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := HandleCookieEcho(nil, echo, &keys, testNow.Add(1500*time.Millisecond)); err != nil {
+		t.Errorf("with a Cookie Preservative: %v", err)
 	}
 }

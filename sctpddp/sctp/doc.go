@@ -37,6 +37,8 @@
 //	send(echo)              // COOKIE ECHO, or ABORT if err != nil
 //	send(e.AppendCookieEcho(buf)) // again on T1-cookie
 //	est, err := e.HandleCookieAck(cookieAck)
+//	// ... or, if the cookie came back stale, §5.2.6:
+//	staleness, ok := e.HandleStaleCookie(errorPkt)
 //
 // A COOKIE ECHO for an existing association follows §5.2.4: OpenCookie
 // authenticates it and DecideCookieEcho says which of Table 12's actions

@@ -329,7 +329,7 @@ func appendAbort(dst []byte, srcPort, dstPort uint16, vtag uint32, t bool, cause
 	return w.Finish()
 }
 
-// refusalCauses returns the error cause of an ABORT refusing an INIT or
+// refusalCause returns the error cause of an ABORT refusing an INIT or
 // INIT ACK for err, one of the fixed-field errors of chunk.Init.Check or
 // ErrPeerAdaptation.
 func refusalCause(err error) []byte {
@@ -381,11 +381,11 @@ type InitResult struct {
 //
 // pkt is the received packet, its CRC32c already verified (the CRC32c of
 // an INIT is checked even where zero checksums are accepted, RFC 9653);
-// dst must not overlap it.
-// Tags and the Initial TSN are read from rand; now dates the cookie.
+// dst must not overlap it. The Initiate Tag and Initial TSN are read from
+// rand; now dates the cookie.
 //
-// HandleInit keeps no state: its result depends on its arguments alone,
-// and it changes none of them but dst (§5.1 B: "After sending an INIT ACK
+// HandleInit keeps no state: its result depends on its arguments and the
+// bytes it reads from rand alone, and it changes nothing but dst (§5.1 B: "After sending an INIT ACK
 // chunk with the State Cookie parameter, "Z" MUST NOT allocate any
 // resources or keep any states for the new association. Otherwise, "Z"
 // will be vulnerable to resource attacks").
@@ -911,4 +911,43 @@ func (e *CookieEchoed) HandleCookieAck(pkt []byte) (Established, error) {
 		return Established{}, err
 	}
 	return e.Established, nil
+}
+
+// HandleStaleCookie reports whether pkt answers the COOKIE ECHO with an
+// ERROR chunk holding a Stale Cookie error cause, and returns its Measure
+// of Staleness. RFC 9260 §5.2.6 then leaves the endpoint three
+// alternatives: a new INIT; giving up; or a new INIT "adding a Cookie
+// Preservative parameter requesting an extension to the life time of the
+// State Cookie", for which NewCookieWait and CookieWait.LifeSpanIncrement
+// serve ("an implementation SHOULD use the RTT information measured based
+// on the previous COOKIE ECHO/ERROR chunk exchange and SHOULD add no more
+// than 1 second beyond the measured RTT"). A packet with another
+// Verification Tag or other ports, or without such a cause, reports
+// false.
+func (e *CookieEchoed) HandleStaleCookie(pkt []byte) (time.Duration, bool) {
+	h := chunk.Header(pkt)
+	if !h.IsValid() || h.VerificationTag() != e.Established.LocalVerificationTag ||
+		h.DestinationPort() != e.Established.LocalPort || h.SourcePort() != e.Established.PeerPort {
+		return 0, false
+	}
+	it := chunk.Chunks(pkt)
+	for it.Next() {
+		if it.Chunk().Type() != chunk.TypeError {
+			continue
+		}
+		oe, _, err := chunk.ParseOperationError(it.Chunk())
+		if err != nil {
+			continue
+		}
+		causes := chunk.Causes(oe.Causes)
+		for causes.Next() {
+			if c := causes.Cause(); c.Code() == chunk.CauseStaleCookie {
+				sc, _, err := chunk.ParseStaleCookie(c)
+				if err == nil {
+					return time.Duration(sc.Staleness) * time.Microsecond, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
