@@ -19,6 +19,12 @@ import (
 // linked in the order of their Segment.xmit_ts (§6.2 step 5's "separate
 // doubly linked list ordered by Segment.xmit_ts"), so that loss detection
 // visits the chunks it marks lost and one more.
+//
+// RACK_sent_after breaks ties of Segment.xmit_ts "by using the TCP
+// sequence space". Chunks leave in bursts at one instant, retransmissions
+// (lower TSNs) after new data as often as before, so the order of
+// transmission itself breaks ties here: every (re)transmission takes the
+// next value of a counter, Segment.xmit_seq.
 
 const (
 	// rackDupThresh is RFC 8985's DupThresh, SCTP's three miss
@@ -37,7 +43,7 @@ const (
 // rackState is RFC 8985 §5.3's per-connection variables.
 type rackState struct {
 	xmitTS         sndTime // RACK.xmit_ts; 0 until a chunk is delivered
-	tsn            TSN     // RACK.end_seq
+	xmitSeq        uint64  // RACK.segment's xmit_seq, in place of RACK.end_seq
 	rtt            sndTime // RACK.rtt
 	minRTT         sndTime // RACK.min_RTT; 0 until the first sample
 	minRTTAt       sndTime // when minRTT was taken
@@ -53,12 +59,7 @@ type rackState struct {
 	// acknowledged chunk sent last that passes the spurious checks.
 	candSet  bool
 	candXmit sndTime
-	candTSN  TSN
-}
-
-// rackSentAfter is RACK_sent_after(t1, seq1, t2, seq2).
-func rackSentAfter(t1 sndTime, tsn1 TSN, t2 sndTime, tsn2 TSN) bool {
-	return t1 > t2 || t1 == t2 && tsn1.After(tsn2)
+	candSeq  uint64
 }
 
 // rackOnDelivered runs steps 1 to 3 for one newly acknowledged chunk;
@@ -89,10 +90,10 @@ func (s *Sender) rackOnDelivered(t sndTime, tsn TSN, e *sndEntry) {
 			r.minRTTAt = t
 		}
 	}
-	if !r.candSet || rackSentAfter(e.xmit, tsn, r.candXmit, r.candTSN) {
+	if !r.candSet || e.xmitSeq > r.candSeq {
 		r.candSet = true
 		r.candXmit = e.xmit
-		r.candTSN = tsn
+		r.candSeq = e.xmitSeq
 	}
 }
 
@@ -106,9 +107,9 @@ func (s *Sender) rackUpdate(t sndTime) {
 	}
 	r.candSet = false
 	r.rtt = t - r.candXmit
-	if r.xmitTS == 0 || rackSentAfter(r.candXmit, r.candTSN, r.xmitTS, r.tsn) {
+	if r.xmitTS == 0 || r.candSeq > r.xmitSeq {
 		r.xmitTS = r.candXmit
-		r.tsn = r.candTSN
+		r.xmitSeq = r.candSeq
 	}
 }
 
@@ -172,26 +173,23 @@ func (s *Sender) rackDetectLoss(t sndTime) (lost int, lostRtx bool) {
 	for n := s.listLen; n > 0; n-- {
 		e := s.ent(tsn)
 		next := e.next
-		if e.xmit > r.xmitTS {
-			// The list is ordered by xmit_ts: no later chunk was sent
-			// before RACK.segment.
+		if e.xmitSeq >= r.xmitSeq {
+			// The list is in the order of transmission: no later chunk
+			// was sent before RACK.segment.
 			break
 		}
-		if rackSentAfter(r.xmitTS, r.tsn, e.xmit, tsn) {
-			// "remaining = Segment.xmit_ts + RACK.rtt + RACK.reo_wnd -
-			// Now()"
-			remaining := e.xmit + r.rtt + r.reoWnd - t
-			if remaining > 0 {
-				// Later chunks in the list have later deadlines; the
-				// timer fires for this one and the scan runs again.
-				s.rackTimer = t + remaining
-				break
-			}
-			if s.sndMarkLost(tsn, e) {
-				lostRtx = true
-			}
-			lost++
+		// "remaining = Segment.xmit_ts + RACK.rtt + RACK.reo_wnd - Now()"
+		remaining := e.xmit + r.rtt + r.reoWnd - t
+		if remaining > 0 {
+			// Later chunks in the list have later deadlines; the timer
+			// fires for this one and the scan runs again.
+			s.rackTimer = t + remaining
+			break
 		}
+		if s.sndMarkLost(tsn, e) {
+			lostRtx = true
+		}
+		lost++
 		tsn = next
 	}
 	return lost, lostRtx
@@ -272,7 +270,8 @@ func (s *Sender) tlpArm(t sndTime) {
 
 // tlpOnPTO is TLP_send_probe() up to the transmission, which Next does: a
 // probe is "a previously unsent data segment, if one exists and the
-// receive window allows", else "the highest-sequence segment sent so far".
+// receive window allows", else "the highest-sequence segment sent so far"
+// or, when the peer has that one, the last chunk sent still in flight.
 //
 // RFC 8985 §7.3 sends a probe only if "there is no other previous loss
 // probe still in flight" and "the sender has obtained an RTT measurement
@@ -289,7 +288,11 @@ func (s *Sender) tlpOnPTO() {
 	case s.nextSend != s.nextTSN && int(s.ent(s.nextSend).size) <= s.rwnd:
 		s.probe = sndProbeNew
 	case s.nextSend != s.cumAck+1 && s.ent(s.nextSend-1).st&sndInFlight != 0:
-		s.probe = sndProbeRtx
+		s.probe, s.probeTSN = sndProbeRtx, s.nextSend-1
+	case s.listLen > 0:
+		// The highest TSN is gap-acked: the chunk sent last of those in
+		// flight is the probe.
+		s.probe, s.probeTSN = sndProbeRtx, s.listTail
 	default:
 		s.probe = sndProbeNone
 	}

@@ -89,6 +89,10 @@ import (
 //     chunk is the first new chunk sent while none is timed, and the
 //     measurement is dropped when a chunk at or below it is retransmitted.
 //     RACK takes its own samples from every SACK (RFC 8985 §6.2).
+//   - Miss indications (§7.2.4) count for a chunk only if a chunk the SACK
+//     newly acknowledges was transmitted after it: a retransmission below
+//     the HTNA but sent after it is not missing yet, and counting it would
+//     fast retransmit it again while it is in flight.
 //   - A reneged chunk (gap-acked, then missing from a later SACK) counts
 //     again in flightsize, gets one miss indication and T3-rtx (§6.2.1 D
 //     iii, R4).
@@ -137,10 +141,13 @@ type Sender struct {
 	rack                    rackState
 	listHead, listTail      TSN // chunks in flight by Segment.xmit_ts
 	listLen                 int
-	tlpEnd                  TSN // TLP.end_seq when tlpEndSet
+	xmitSeq                 uint64 // counts (re)transmissions
+	sackSeq                 uint64 // the latest xmit_seq a SACK newly acknowledges
+	tlpEnd                  TSN    // TLP.end_seq when tlpEndSet
 	tlpEndSet, tlpIsRetrans bool
 	tlpBackoff              int // probes sent since new data was last acknowledged
 	probe                   sndProbe
+	probeTSN                TSN // the chunk a sndProbeRtx retransmits
 
 	// Deadlines; 0 means not armed.
 	t3, rackTimer, pto, zwp sndTime
@@ -253,6 +260,7 @@ type sndEntry struct {
 	data       chunk.Data
 	ref        any
 	xmit       sndTime // Segment.xmit_ts: the last (re)transmission
+	xmitSeq    uint64  // the order of the last (re)transmission
 	size       int32   // the chunk's length with padding
 	nRtx       uint16  // how many times it was retransmitted
 	misses     uint8   // miss indications (§7.2.4)
@@ -373,7 +381,8 @@ func (s *Sender) sndGrow() {
 // Next returns the next DATA chunk to transmit in a packet with room bytes
 // left for chunks, and records its transmission at now; it reports false
 // when nothing may be sent now or the next chunk does not fit in room.
-// The returned chunk's UserData is the slice given to Queue.
+// The returned chunk's UserData is the slice given to Queue; its I bit
+// (RFC 7053) may be set where the SACK is wanted without delay.
 //
 // The order is §6.1's: chunks marked for retransmission first, lowest TSN
 // first, "limited by the current cwnd" (rule C), then a TLP probe, then new
@@ -395,12 +404,12 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 			// TSN Ack.
 			s.sndTransmit(t, tsn, e, true)
 			s.tlpSent(t, tsn, true)
-			return e.data, true
+			return s.sndOut(e, true)
 		case s.flight >= s.cwnd:
 			return chunk.Data{}, false
 		}
 		s.sndTransmit(t, tsn, e, true)
-		return e.data, true
+		return s.sndOut(e, false)
 	}
 	switch s.probe {
 	case sndProbeNew:
@@ -414,11 +423,11 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		}
 		s.sndTransmit(t, tsn, e, false)
 		s.tlpSent(t, tsn, false)
-		return e.data, true
+		return s.sndOut(e, true)
 	case sndProbeRtx:
-		tsn := s.nextSend - 1
+		tsn := s.probeTSN
 		e := s.ent(tsn)
-		if s.nextSend == s.cumAck+1 || e.st&sndInFlight == 0 {
+		if !s.cumAck.Before(tsn) || !tsn.Before(s.nextSend) || e.st&sndInFlight == 0 {
 			s.probe = sndProbeNone
 			break
 		}
@@ -427,7 +436,7 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		}
 		s.sndTransmit(t, tsn, e, true)
 		s.tlpSent(t, tsn, true)
-		return e.data, true
+		return s.sndOut(e, true)
 	}
 	if s.nextSend == s.nextTSN {
 		return chunk.Data{}, false
@@ -464,10 +473,27 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 			return chunk.Data{}, false
 		}
 		s.zwp = 0
+		s.sndTransmit(t, tsn, e, false)
+		return s.sndOut(e, true)
 	}
 	s.sndTransmit(t, tsn, e, false)
 	s.tlpArm(t)
-	return e.data, true
+	return s.sndOut(e, false)
+}
+
+// sndOut returns the chunk Next hands out, with the I bit set where its
+// SACK is wanted at once. §6.1: "Whenever the sender of a DATA chunk can
+// benefit from the corresponding SACK chunk being sent back without delay,
+// the sender MAY set the I bit in the DATA chunk header": a probe (TLP or
+// zero window), a chunk that fills cwnd or rwnd ("The sending of a DATA
+// chunk fills the congestion or receiver window"), and the last chunk
+// queued, so that a tail does not wait for the peer's delayed SACK.
+func (s *Sender) sndOut(e *sndEntry, probe bool) (chunk.Data, bool) {
+	d := e.data
+	if probe || s.flight >= s.cwnd || s.rwnd < s.pmdcs || s.nextSend == s.nextTSN && s.numLost == 0 {
+		d.Flags |= chunk.FlagImmediate
+	}
+	return d, true
 }
 
 // sndFirstLost returns the lowest TSN marked for retransmission; numLost
@@ -509,6 +535,8 @@ func (s *Sender) sndTransmit(t sndTime, tsn TSN, e *sndEntry, rtx bool) {
 		}
 	}
 	e.xmit = t
+	s.xmitSeq++
+	e.xmitSeq = s.xmitSeq
 	s.listRemove(tsn, e)
 	s.listPushTail(tsn, e)
 	if e.st&sndInFlight == 0 {
@@ -583,12 +611,12 @@ func (s *Sender) listPushTail(tsn TSN, e *sndEntry) {
 	s.listLen++
 }
 
-// listInsertSorted links a chunk by its xmit_ts among those in the list.
+// listInsertSorted links a chunk by its xmit_seq among those in the list.
 func (s *Sender) listInsertSorted(tsn TSN, e *sndEntry) {
 	at := s.listHead
 	for n := s.listLen; n > 0; n-- {
 		o := s.ent(at)
-		if rackSentAfter(o.xmit, at, e.xmit, tsn) {
+		if o.xmitSeq > e.xmitSeq {
 			// Insert before at.
 			e.st |= sndInList
 			e.next = at
@@ -631,6 +659,7 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 	advanced := cum != s.cumAck
 	var htna TSN
 	htnaSet := false
+	s.sackSeq = 0
 
 	// The Cumulative TSN Ack.
 	for tsn := s.cumAck + 1; tsn.AtOrBefore(cum); tsn++ {
@@ -794,6 +823,7 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 
 // sndOnNewlyAcked handles a chunk acknowledged for the first time.
 func (s *Sender) sndOnNewlyAcked(t sndTime, tsn TSN, e *sndEntry) {
+	s.sackSeq = max(s.sackSeq, e.xmitSeq)
 	// C4 and C5: the timed chunk gives the round trip's RTT measurement;
 	// Karn's algorithm: "RTT measurements MUST NOT be made using chunks
 	// that were retransmitted".
@@ -859,6 +889,11 @@ func (s *Sender) sndCountMisses(cum, htna TSN, advanced bool) (int, bool) {
 	for tsn := cum + 1; tsn.Before(limit); tsn++ {
 		e := s.ent(tsn)
 		if e.st&(sndAcked|sndLost|sndFastRtx) != 0 || e.st&sndInFlight == 0 {
+			continue
+		}
+		if e.xmitSeq > s.sackSeq {
+			// A retransmission sent after every chunk this SACK newly
+			// acknowledges: the SACK cannot report it missing.
 			continue
 		}
 		e.misses++

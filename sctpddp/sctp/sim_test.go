@@ -59,6 +59,7 @@ type simEvent struct {
 	seq  int // ties by order of scheduling
 	kind simEventKind
 	tsns []TSN      // DATA packet
+	imm  bool       // a DATA chunk of the packet has the I bit
 	sack chunk.SACK // SACK
 	gen  int        // timer generation
 }
@@ -124,7 +125,7 @@ type simReceiver struct {
 	dupList   chunk.TSNList
 }
 
-func (r *simReceiver) receive(tsns []TSN) (immediate bool) {
+func (r *simReceiver) receive(tsns []TSN, iBit bool) (immediate bool) {
 	hadGap := len(r.above) > 0
 	for _, tsn := range tsns {
 		switch {
@@ -145,7 +146,10 @@ func (r *simReceiver) receive(tsns []TSN) (immediate bool) {
 		}
 	}
 	r.unacked++
-	return immediate || hadGap || r.unacked >= 2
+	// "Upon receipt of an SCTP packet containing a DATA chunk with the I
+	// bit set, the receiver SHOULD NOT delay the sending of the
+	// corresponding SACK chunk".
+	return immediate || iBit || hadGap || r.unacked >= 2
 }
 
 func (r *simReceiver) sack() chunk.SACK {
@@ -221,6 +225,7 @@ func runSim(t testing.TB, cfg simConfig) simResult {
 		for {
 			room := simMTU - simHeader
 			var tsns []TSN
+			imm := false
 			for {
 				d, ok := snd.Next(now, room)
 				if !ok {
@@ -228,13 +233,14 @@ func runSim(t testing.TB, cfg simConfig) simResult {
 				}
 				room -= d.Len()
 				tsns = append(tsns, TSN(d.TSN))
+				imm = imm || d.Flags&chunk.FlagImmediate != 0
 			}
 			if len(tsns) == 0 {
 				break
 			}
 			res.packets++
 			if at, ok := fwd.send(now, simMTU-room); ok {
-				push(&simEvent{at: at, kind: simDataArrives, tsns: tsns})
+				push(&simEvent{at: at, kind: simDataArrives, tsns: tsns, imm: imm})
 			}
 		}
 		armTimer()
@@ -255,7 +261,7 @@ func runSim(t testing.TB, cfg simConfig) simResult {
 		}
 		switch e.kind {
 		case simDataArrives:
-			if rcv.receive(e.tsns) {
+			if rcv.receive(e.tsns, e.imm) {
 				sendSACK()
 			} else if !rcv.timerOn {
 				rcv.timerOn = true
