@@ -34,7 +34,9 @@
 //	w, err := sctp.NewCookieWait(&cfg, rand.Reader)
 //	send(w.AppendInit(buf)) // again on T1-init
 //	echo, e, err := w.HandleInitAck(buf, initAck)
-//	send(echo)              // COOKIE ECHO, or ABORT if err != nil
+//	if echo != nil {
+//		send(echo) // COOKIE ECHO, or ABORT when err says why
+//	}
 //	send(e.AppendCookieEcho(buf)) // again on T1-cookie
 //	est, err := e.HandleCookieAck(cookieAck)
 //	// ... or, if the cookie came back stale, §5.2.6:
@@ -71,11 +73,11 @@
 //   - Unrecognized parameters are handled by their type's upper two bits
 //     (§3.2.1). The processing that 00 and 01 stop does not include the
 //     INIT ACK's State Cookie, which is mandatory and always echoed. At
-//     most 512 bytes of parameters are reported back, so that an INIT of
-//     many small unknown parameters does not make a larger INIT ACK.
-//     Forward-TSN-Supported (RFC 3758) is not implemented and so is
-//     reported; Supported Extensions is read and nothing is announced in
-//     it yet.
+//     most 512 bytes of parameters are reported back, however many
+//     unknown parameters the peer sends. Forward-TSN-Supported (RFC 3758)
+//     is not implemented and so is reported; a Supported Extensions
+//     parameter is recognised and ignored, and none is sent: no extension
+//     chunk is implemented yet.
 //   - A Cookie Preservative is honoured up to
 //     HandshakeConfig.MaxLifeSpanIncrement (1 s by default, §5.2.6).
 //   - The State Cookie is 96 bytes: the association's parameters, the
