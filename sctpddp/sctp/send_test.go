@@ -12,12 +12,12 @@ import (
 // sizes count in whole chunks.
 
 const (
-	tPMDCS    = 1200
-	tUserData = tPMDCS - chunk.DataHeaderLen
-	tRTT      = 40 * time.Millisecond
+	sndTestPMDCS    = 1200
+	sndTestUserData = sndTestPMDCS - chunk.DataHeaderLen
+	sndTestRTT      = 40 * time.Millisecond
 )
 
-var tPayload = make([]byte, tUserData)
+var sndTestPayload = make([]byte, sndTestUserData)
 
 type sndHarness struct {
 	t   testing.TB
@@ -28,7 +28,7 @@ type sndHarness struct {
 func newSndHarness(t testing.TB, cfg SenderConfig) *sndHarness {
 	t.Helper()
 	if cfg.PMDCS == 0 {
-		cfg.PMDCS = tPMDCS
+		cfg.PMDCS = sndTestPMDCS
 	}
 	if cfg.PeerRwnd == 0 {
 		cfg.PeerRwnd = 1 << 20
@@ -43,7 +43,7 @@ func newSndHarness(t testing.TB, cfg SenderConfig) *sndHarness {
 func (h *sndHarness) queue(n int) {
 	h.t.Helper()
 	for range n {
-		if _, ok := h.s.Queue(chunk.Data{Flags: chunk.FlagBeginning | chunk.FlagEnding, UserData: tPayload}, nil); !ok {
+		if _, ok := h.s.Queue(chunk.Data{Flags: chunk.FlagBeginning | chunk.FlagEnding, UserData: sndTestPayload}, nil); !ok {
 			h.t.Fatal("Queue: queue full")
 		}
 	}
@@ -53,7 +53,7 @@ func (h *sndHarness) queue(n int) {
 func (h *sndHarness) send() []TSN {
 	var tsns []TSN
 	for {
-		d, ok := h.s.Next(h.now, tPMDCS)
+		d, ok := h.s.Next(h.now, sndTestPMDCS)
 		if !ok {
 			return tsns
 		}
@@ -72,7 +72,7 @@ func (h *sndHarness) at(d time.Time) {
 	h.now = d
 }
 
-func mkSACK(cum TSN, arwnd uint32, gaps ...[2]uint16) chunk.SACK {
+func sndSACK(cum TSN, arwnd uint32, gaps ...[2]uint16) chunk.SACK {
 	s := chunk.SACK{CumulativeTSNAck: uint32(cum), ARwnd: arwnd}
 	for _, g := range gaps {
 		s.GapAckBlocks = s.GapAckBlocks.AppendBlock(g[0], g[1])
@@ -81,10 +81,10 @@ func mkSACK(cum TSN, arwnd uint32, gaps ...[2]uint16) chunk.SACK {
 }
 
 func (h *sndHarness) sack(cum TSN, gaps ...[2]uint16) SACKResult {
-	return h.s.HandleSACK(h.now, mkSACK(cum, 1<<20, gaps...))
+	return h.s.HandleSACK(h.now, sndSACK(cum, 1<<20, gaps...))
 }
 
-func wantTSNs(t testing.TB, what string, got []TSN, want ...TSN) {
+func sndWantTSNs(t testing.TB, what string, got []TSN, want ...TSN) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: sent %v, want %v", what, got, want)
@@ -96,7 +96,7 @@ func wantTSNs(t testing.TB, what string, got []TSN, want ...TSN) {
 	}
 }
 
-func seq(from TSN, n int) []TSN {
+func sndSeq(from TSN, n int) []TSN {
 	out := make([]TSN, n)
 	for i := range out {
 		out[i] = from + TSN(i)
@@ -106,7 +106,7 @@ func seq(from TSN, n int) []TSN {
 
 func TestSendSlowStartThenCongestionAvoidance(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
+	h.s.ObserveRTT(sndTestRTT)
 	h.queue(1000)
 	// §7.2.1: "The initial cwnd before data transmission MUST be set to
 	// min(4 * PMDCS, max(2 * PMDCS, 4404)) bytes" (4344 for IPv6).
@@ -115,15 +115,15 @@ func TestSendSlowStartThenCongestionAvoidance(t *testing.T) {
 	}
 	// Rule B: new data while flightsize < cwnd; the last chunk exceeds
 	// cwnd by less than PMDCS.
-	wantTSNs(t, "first flight", h.send(), seq(1000, 4)...)
+	sndWantTSNs(t, "first flight", h.send(), sndSeq(1000, 4)...)
 	h.s.ssthresh = 8000
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	// Slow start: cwnd += min(bytes acked, L*PMDCS) = 2400.
 	h.sack(1001)
 	if got, want := h.s.Cwnd(), 4344+2400; got != want {
 		t.Fatalf("cwnd after first SACK = %d, want %d", got, want)
 	}
-	wantTSNs(t, "after first SACK", h.send(), seq(1004, 4)...)
+	sndWantTSNs(t, "after first SACK", h.send(), sndSeq(1004, 4)...)
 	h.sack(1003)
 	if got, want := h.s.Cwnd(), 4344+4800; got != want {
 		t.Fatalf("cwnd after second SACK = %d, want %d", got, want)
@@ -139,12 +139,12 @@ func TestSendSlowStartThenCongestionAvoidance(t *testing.T) {
 		if h.s.FlightSize() < h.s.Cwnd() {
 			t.Fatalf("window not full: flightsize %d, cwnd %d", h.s.FlightSize(), h.s.Cwnd())
 		}
-		h.advance(tRTT / 4)
+		h.advance(sndTestRTT / 4)
 		cum += 2
 		h.sack(cum)
-		acked += 2 * tPMDCS
+		acked += 2 * sndTestPMDCS
 		if c := h.s.Cwnd(); c != cwnd {
-			if c != cwnd+tPMDCS || acked < cwnd {
+			if c != cwnd+sndTestPMDCS || acked < cwnd {
 				t.Fatalf("cwnd %d -> %d after %d bytes acked", cwnd, c, acked)
 			}
 			acked -= cwnd
@@ -154,7 +154,7 @@ func TestSendSlowStartThenCongestionAvoidance(t *testing.T) {
 			t.Fatalf("partial_bytes_acked = %d, want %d", h.s.PartialBytesAcked(), acked)
 		}
 	}
-	if cwnd < 4344+4800+3*tPMDCS {
+	if cwnd < 4344+4800+3*sndTestPMDCS {
 		t.Fatalf("cwnd %d grew less than 3 PMDCS in congestion avoidance", cwnd)
 	}
 	// "When all of the data transmitted by the sender has been
@@ -172,29 +172,29 @@ func TestSendSlowStartNeedsFullWindow(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
 	h.queue(1)
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1000)
 	if got := h.s.Cwnd(); got != 4344 {
 		t.Fatalf("cwnd = %d after an application-limited SACK, want 4344", got)
 	}
 }
 
-// lossSetup sends n chunks with RACK's reordering window open (reordering
+// sndLossSetup sends n chunks with RACK's reordering window open (reordering
 // seen, min_RTT large), so that only the 3-miss rule marks losses.
-func lossSetup(t *testing.T, n int) *sndHarness {
+func sndLossSetup(t *testing.T, n int) *sndHarness {
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
-	h.s.cwnd = n * tPMDCS
+	h.s.ObserveRTT(sndTestRTT)
+	h.s.cwnd = n * sndTestPMDCS
 	h.queue(2 * n)
-	wantTSNs(t, "flight", h.send(), seq(1000, n)...)
+	sndWantTSNs(t, "flight", h.send(), sndSeq(1000, n)...)
 	return h
 }
 
 func TestSendFastRetransmitThreeMisses(t *testing.T) {
-	h := lossSetup(t, 10)
+	h := sndLossSetup(t, 10)
 	h.s.rack.reorderingSeen = true
 	h.s.rack.minRTT = sndTime(time.Second)
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	// TSN 1000 lost. "Whenever an endpoint receives a SACK chunk that
 	// indicates that some TSNs are missing, it SHOULD wait for two further
 	// miss indications (via subsequent SACK chunks for a total of three
@@ -215,7 +215,7 @@ func TestSendFastRetransmitThreeMisses(t *testing.T) {
 		t.Fatalf("third miss indication: Lost = %d, want 1", r.Lost)
 	}
 	// §7.2.3: "ssthresh = max(cwnd / 2, 4 * PMDCS); cwnd = ssthresh".
-	if want := max(cwnd/2, 4*tPMDCS); h.s.Cwnd() != want || h.s.Ssthresh() != want {
+	if want := max(cwnd/2, 4*sndTestPMDCS); h.s.Cwnd() != want || h.s.Ssthresh() != want {
 		t.Fatalf("cwnd, ssthresh = %d, %d, want %d", h.s.Cwnd(), h.s.Ssthresh(), want)
 	}
 	if !h.s.InFastRecovery() {
@@ -251,8 +251,8 @@ func TestSendOneReductionPerRecovery(t *testing.T) {
 	// Step 6: "While in Fast Recovery, the ssthresh and cwnd SHOULD NOT
 	// change for any destinations due to a subsequent Fast Recovery
 	// event".
-	h := lossSetup(t, 20)
-	h.advance(tRTT)
+	h := sndLossSetup(t, 20)
+	h.advance(sndTestRTT)
 	h.sack(999, [2]uint16{2, 5}) // 1000 lost: RACK with 4 gap-acked chunks
 	if !h.s.InFastRecovery() {
 		t.Fatal("not in Fast Recovery")
@@ -267,9 +267,9 @@ func TestSendOneReductionPerRecovery(t *testing.T) {
 }
 
 func TestSendRACKFindsLostFastRetransmission(t *testing.T) {
-	h := lossSetup(t, 10)
+	h := sndLossSetup(t, 10)
 	start := h.now
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	// 1000 is lost; four chunks gap-acked and no reordering seen: RACK's
 	// reo_wnd is 0 and 1000, sent before them, is lost at once.
 	r := h.sack(999, [2]uint16{2, 5})
@@ -295,12 +295,12 @@ func TestSendRACKFindsLostFastRetransmission(t *testing.T) {
 		}
 		newTSN = got[len(got)-1]
 	}
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	r = h.sack(999, [2]uint16{2, uint16(newTSN - 999)})
 	if r.Lost != 1 {
 		t.Fatalf("lost retransmission: Lost = %d, want 1 (RACK state %+v)", r.Lost, h.s.rack)
 	}
-	if d := h.now.Sub(rtxAt); d > 2*tRTT {
+	if d := h.now.Sub(rtxAt); d > 2*sndTestRTT {
 		t.Fatalf("lost retransmission found %v after it was sent, want about one RTT", d)
 	}
 	if !h.s.T3Deadline().After(h.now) {
@@ -314,7 +314,7 @@ func TestSendRACKFindsLostFastRetransmission(t *testing.T) {
 		t.Fatalf("TSN 1000 retransmitted %d times, want 2", h.s.ent(1000).nRtx)
 	}
 	// RFC 8985 §9.3: a lost retransmission is a second congestion signal.
-	if h.s.recoveryStart <= h.s.at(start.Add(tRTT)) {
+	if h.s.recoveryStart <= h.s.at(start.Add(sndTestRTT)) {
 		t.Fatal("the lost retransmission did not start a new recovery")
 	}
 }
@@ -322,9 +322,9 @@ func TestSendRACKFindsLostFastRetransmission(t *testing.T) {
 func TestSendRACKReorderingTimer(t *testing.T) {
 	// With reordering seen, reo_wnd = min_RTT/4: the chunk is lost when
 	// the RACK reordering timer fires, not on the SACK.
-	h := lossSetup(t, 4)
+	h := sndLossSetup(t, 4)
 	h.s.rack.reorderingSeen = true
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	if r := h.sack(999, [2]uint16{2, 2}); r.Lost != 0 {
 		t.Fatalf("Lost = %d inside the reordering window", r.Lost)
 	}
@@ -334,7 +334,7 @@ func TestSendRACKReorderingTimer(t *testing.T) {
 	}
 	// "remaining = Segment.xmit_ts + RACK.rtt + RACK.reo_wnd - Now()":
 	// both chunks left together, so remaining = reo_wnd = min_RTT/4.
-	if got, want := d.Sub(h.now), tRTT/4; got != want {
+	if got, want := d.Sub(h.now), sndTestRTT/4; got != want {
 		t.Fatalf("RACK timer in %v, want %v", got, want)
 	}
 	if !h.s.NextDeadline().Equal(d) {
@@ -351,8 +351,8 @@ func TestSendReorderingDetectedWidensWindow(t *testing.T) {
 	// RFC 8985 step 3: "If a never-retransmitted segment that's below
 	// RACK.fack is (selectively or cumulatively) acknowledged, it has been
 	// delivered out of order."
-	h := lossSetup(t, 4)
-	h.advance(tRTT)
+	h := sndLossSetup(t, 4)
+	h.advance(sndTestRTT)
 	h.sack(999, [2]uint16{2, 2})
 	if h.s.rack.reorderingSeen {
 		t.Fatal("reordering seen before any")
@@ -367,10 +367,10 @@ func TestSendDuplicateTSNsGrowReoWnd(t *testing.T) {
 	// RFC 8985 step 4: "The RACK.reo_wnd increases linearly for every round
 	// trip in which the sender receives some DSACK option"; SCTP's
 	// Duplicate TSNs are that signal.
-	h := lossSetup(t, 4)
+	h := sndLossSetup(t, 4)
 	h.s.rack.reorderingSeen = true
-	h.advance(tRTT)
-	s := mkSACK(1000, 1<<20)
+	h.advance(sndTestRTT)
+	s := sndSACK(1000, 1<<20)
 	s.DuplicateTSNs = s.DuplicateTSNs.AppendTSN(1000)
 	h.s.HandleSACK(h.now, s)
 	if h.s.rack.reoWndMult != 2 {
@@ -386,10 +386,10 @@ func TestSendDuplicateTSNsGrowReoWnd(t *testing.T) {
 
 func TestSendTLPTailLoss(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
+	h.s.ObserveRTT(sndTestRTT)
 	h.queue(4)
-	wantTSNs(t, "flight", h.send(), seq(1000, 4)...)
-	h.advance(tRTT)
+	sndWantTSNs(t, "flight", h.send(), sndSeq(1000, 4)...)
+	h.advance(sndTestRTT)
 	h.sack(1001) // 1002 and 1003, the tail, are lost
 	// RFC 8985 §7.2: "the default PTO interval is 2*SRTT".
 	srtt, _ := h.s.SRTT()
@@ -403,16 +403,16 @@ func TestSendTLPTailLoss(t *testing.T) {
 	h.s.OnTimeout(h.now)
 	// "If such an unsent segment is not available, then the sender SHOULD
 	// retransmit the highest-sequence segment sent so far".
-	wantTSNs(t, "probe", h.send(), 1003)
-	h.advance(tRTT)
+	sndWantTSNs(t, "probe", h.send(), 1003)
+	h.advance(sndTestRTT)
 	// The probe's SACK: 1003 arrived, 1002 did not. RACK: 1002 was sent
 	// before the probe and a round trip has passed.
 	r := h.sack(1001, [2]uint16{2, 2})
 	if r.Lost != 1 {
 		t.Fatalf("after the probe's SACK Lost = %d, want 1", r.Lost)
 	}
-	wantTSNs(t, "repair", h.send(), 1002)
-	h.advance(tRTT)
+	sndWantTSNs(t, "repair", h.send(), 1002)
+	h.advance(sndTestRTT)
 	h.sack(1003)
 	if h.s.Outstanding() {
 		t.Fatal("data outstanding after the repair")
@@ -426,12 +426,12 @@ func TestSendTLPProbesNewData(t *testing.T) {
 	// "the sender SHOULD transmit a previously unsent data segment, if one
 	// exists and the receive window allows".
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
+	h.s.ObserveRTT(sndTestRTT)
 	h.queue(8)
 	h.send()
 	h.at(h.s.PTODeadline())
 	h.s.OnTimeout(h.now)
-	wantTSNs(t, "probe", h.send(), 1004)
+	sndWantTSNs(t, "probe", h.send(), 1004)
 	// The next PTO is doubled.
 	srtt, _ := h.s.SRTT()
 	if got, want := h.s.PTODeadline().Sub(h.now), 4*srtt; got != want {
@@ -445,20 +445,20 @@ func TestSendTLPRepairReducesCwnd(t *testing.T) {
 	// congestion control response equivalent to a fast recovery."
 	for _, dup := range []bool{false, true} {
 		h := newSndHarness(t, SenderConfig{})
-		h.s.ObserveRTT(tRTT)
+		h.s.ObserveRTT(sndTestRTT)
 		h.queue(4)
 		h.send()
 		h.at(h.s.PTODeadline())
 		h.s.OnTimeout(h.now)
-		wantTSNs(t, "probe", h.send(), 1003)
+		sndWantTSNs(t, "probe", h.send(), 1003)
 		cwnd := h.s.Cwnd()
-		s := mkSACK(1003, 1<<20)
+		s := sndSACK(1003, 1<<20)
 		if dup {
 			s.DuplicateTSNs = s.DuplicateTSNs.AppendTSN(1003)
 		}
-		h.advance(tRTT)
+		h.advance(sndTestRTT)
 		h.s.HandleSACK(h.now, s)
-		reduced := h.s.Ssthresh() == max(cwnd/2, 4*tPMDCS)
+		reduced := h.s.Ssthresh() == max(cwnd/2, 4*sndTestPMDCS)
 		if reduced == dup {
 			t.Errorf("duplicate report %v: ssthresh %d (cwnd before %d)", dup, h.s.Ssthresh(), cwnd)
 		}
@@ -466,8 +466,8 @@ func TestSendTLPRepairReducesCwnd(t *testing.T) {
 }
 
 func TestSendBurstLossOneRecovery(t *testing.T) {
-	h := lossSetup(t, 40)
-	h.advance(tRTT)
+	h := sndLossSetup(t, 40)
+	h.advance(sndTestRTT)
 	// 1010 to 1019 lost; 1000 to 1009 and 1020 to 1039 delivered.
 	r := h.sack(1009, [2]uint16{11, 30})
 	if r.Lost != 10 {
@@ -475,7 +475,7 @@ func TestSendBurstLossOneRecovery(t *testing.T) {
 	}
 	// The Note of §7.2.4: slow start first (cwnd += 2*PMDCS for the ten
 	// chunks the Cumulative TSN Ack covers), then one reduction.
-	want := (40*tPMDCS + 2*tPMDCS) / 2
+	want := (40*sndTestPMDCS + 2*sndTestPMDCS) / 2
 	if h.s.Cwnd() != want {
 		t.Fatalf("cwnd = %d, want %d (one reduction)", h.s.Cwnd(), want)
 	}
@@ -485,8 +485,8 @@ func TestSendBurstLossOneRecovery(t *testing.T) {
 	if len(got) < 10 {
 		t.Fatalf("sent %v, want the ten lost chunks", got)
 	}
-	wantTSNs(t, "retransmissions", got[:10], seq(1010, 10)...)
-	h.advance(tRTT)
+	sndWantTSNs(t, "retransmissions", got[:10], sndSeq(1010, 10)...)
+	h.advance(sndTestRTT)
 	h.sack(h.s.nextSend - 1)
 	if h.s.InFastRecovery() {
 		t.Fatal("still in Fast Recovery")
@@ -498,7 +498,7 @@ func TestSendBurstLossOneRecovery(t *testing.T) {
 
 func TestSendT3Backoff(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{RTOMax: 4 * time.Second, AssociationMaxRetrans: 5})
-	h.s.ObserveRTT(tRTT) // RTO = RTO.Min = 250 ms
+	h.s.ObserveRTT(sndTestRTT) // RTO = RTO.Min = 250 ms
 	h.queue(8)
 	h.send()
 	cwnd := h.s.Cwnd()
@@ -519,7 +519,7 @@ func TestSendT3Backoff(t *testing.T) {
 		}
 		// E1 and §7.2.3: "ssthresh = max(cwnd / 2, 4 * PMDCS); cwnd =
 		// PMDCS".
-		if h.s.Cwnd() != tPMDCS || h.s.Ssthresh() != max(cwnd/2, 4*tPMDCS) {
+		if h.s.Cwnd() != sndTestPMDCS || h.s.Ssthresh() != max(cwnd/2, 4*sndTestPMDCS) {
 			t.Fatalf("expiry %d: cwnd %d, ssthresh %d", i, h.s.Cwnd(), h.s.Ssthresh())
 		}
 		cwnd = h.s.Cwnd()
@@ -538,7 +538,7 @@ func TestSendT3Backoff(t *testing.T) {
 	}
 	// "The counter ... MUST be reset each time a DATA chunk sent to that
 	// peer endpoint is acknowledged".
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1000)
 	if h.s.ErrorCount() != 0 || h.s.Dead() {
 		t.Fatalf("error counter %d after an acknowledgement", h.s.ErrorCount())
@@ -561,8 +561,8 @@ func TestSendKarn(t *testing.T) {
 	h.send()
 	h.at(h.s.T3Deadline())
 	h.s.OnTimeout(h.now)
-	wantTSNs(t, "retransmission", h.send(), 1000)
-	h.advance(tRTT)
+	sndWantTSNs(t, "retransmission", h.send(), 1000)
+	h.advance(sndTestRTT)
 	h.sack(1000)
 	if h.s.rto.measured {
 		t.Fatal("RTT measured from a retransmitted chunk")
@@ -570,10 +570,10 @@ func TestSendKarn(t *testing.T) {
 	// A chunk sent once gives the measurement.
 	h.queue(1)
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1001)
-	if srtt, _ := h.s.SRTT(); srtt != tRTT {
-		t.Fatalf("SRTT = %v, want %v", srtt, tRTT)
+	if srtt, _ := h.s.SRTT(); srtt != sndTestRTT {
+		t.Fatalf("SRTT = %v, want %v", srtt, sndTestRTT)
 	}
 }
 
@@ -587,7 +587,7 @@ func TestSendKarnLowerRetransmission(t *testing.T) {
 	h.at(h.s.T3Deadline())
 	h.s.OnTimeout(h.now)
 	h.send() // 1000 retransmitted
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1003)
 	if h.s.rto.measured {
 		t.Fatal("RTT measured across a retransmission")
@@ -654,12 +654,12 @@ func TestSendSACKOutOfOrder(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
 	h.queue(4)
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1002)
 	rwnd := h.s.Rwnd()
 	// D i: "If Cumulative TSN Ack is less than the Cumulative TSN Ack
 	// Point, then drop the SACK chunk."
-	r := h.s.HandleSACK(h.now, mkSACK(1000, 0))
+	r := h.s.HandleSACK(h.now, sndSACK(1000, 0))
 	if !r.Dropped || r.Invalid {
 		t.Fatalf("out-of-order SACK: %+v", r)
 	}
@@ -673,29 +673,29 @@ func TestSendSACKOutOfOrder(t *testing.T) {
 }
 
 func TestSendRwnd(t *testing.T) {
-	h := newSndHarness(t, SenderConfig{PeerRwnd: 3 * tPMDCS})
+	h := newSndHarness(t, SenderConfig{PeerRwnd: 3 * sndTestPMDCS})
 	h.queue(8)
 	// §6.2.1 B: each transmission subtracts its size from rwnd; rule A
 	// stops new data when rwnd is smaller than the next chunk.
-	wantTSNs(t, "first flight", h.send(), seq(1000, 3)...)
-	h.advance(tRTT)
+	sndWantTSNs(t, "first flight", h.send(), sndSeq(1000, 3)...)
+	h.advance(sndTestRTT)
 	// D ii: "Set rwnd equal to the newly received a_rwnd minus the number
 	// of bytes still outstanding".
-	h.s.HandleSACK(h.now, mkSACK(1000, 3*tPMDCS))
-	if got, want := h.s.Rwnd(), tPMDCS; got != want {
+	h.s.HandleSACK(h.now, sndSACK(1000, 3*sndTestPMDCS))
+	if got, want := h.s.Rwnd(), sndTestPMDCS; got != want {
 		t.Fatalf("rwnd = %d, want %d", got, want)
 	}
-	wantTSNs(t, "after SACK", h.send(), 1003)
+	sndWantTSNs(t, "after SACK", h.send(), 1003)
 }
 
 func TestSendZeroWindowProbe(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
+	h.s.ObserveRTT(sndTestRTT)
 	h.queue(4)
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	// The receiver closes its window and has all data.
-	h.s.HandleSACK(h.now, mkSACK(1003, 0))
+	h.s.HandleSACK(h.now, sndSACK(1003, 0))
 	h.queue(2)
 	if got := h.send(); len(got) != 0 {
 		t.Fatalf("sent %v into a zero window", got)
@@ -710,16 +710,16 @@ func TestSendZeroWindowProbe(t *testing.T) {
 	// Rule A: "A zero window probe SHOULD only be sent when all
 	// outstanding DATA chunks have been cumulatively acknowledged and no
 	// DATA chunks are in flight": one chunk.
-	wantTSNs(t, "probe", h.send(), 1004)
+	sndWantTSNs(t, "probe", h.send(), 1004)
 	// The peer drops it but keeps sending SACKs with a zero window: T3-rtx
 	// retransmits the probe with backoff, and "the unacknowledged window
 	// probes SHOULD NOT increment the error counter".
 	for i := range 3 {
 		rto := h.s.RTO()
 		h.at(h.s.T3Deadline())
-		h.s.HandleSACK(h.now.Add(-time.Millisecond), mkSACK(1003, 0))
+		h.s.HandleSACK(h.now.Add(-time.Millisecond), sndSACK(1003, 0))
 		h.s.OnTimeout(h.now)
-		wantTSNs(t, "probe retransmission", h.send(), 1004)
+		sndWantTSNs(t, "probe retransmission", h.send(), 1004)
 		if h.s.RTO() != 2*rto {
 			t.Fatalf("probe %d: RTO %v, want %v", i, h.s.RTO(), 2*rto)
 		}
@@ -728,20 +728,20 @@ func TestSendZeroWindowProbe(t *testing.T) {
 		t.Fatalf("zero window probes counted %d errors", h.s.ErrorCount())
 	}
 	// The window opens.
-	h.advance(tRTT)
-	h.s.HandleSACK(h.now, mkSACK(1004, 1<<20))
-	wantTSNs(t, "window open", h.send(), 1005)
+	h.advance(sndTestRTT)
+	h.s.HandleSACK(h.now, sndSACK(1004, 1<<20))
+	sndWantTSNs(t, "window open", h.send(), 1005)
 }
 
 func TestSendRenege(t *testing.T) {
-	h := lossSetup(t, 6)
+	h := sndLossSetup(t, 6)
 	h.s.rack.reorderingSeen = true
 	h.s.rack.minRTT = sndTime(time.Second)
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(999, [2]uint16{3, 4}) // 1002, 1003 gap-acked
 	flight := h.s.FlightSize()
-	if flight != 4*tPMDCS {
-		t.Fatalf("flightsize = %d, want %d", flight, 4*tPMDCS)
+	if flight != 4*sndTestPMDCS {
+		t.Fatalf("flightsize = %d, want %d", flight, 4*sndTestPMDCS)
 	}
 	// The receiver reneged: the next SACK no longer reports them. D iii:
 	// "Count one miss indication towards Fast Retransmit ... and if no
@@ -750,8 +750,8 @@ func TestSendRenege(t *testing.T) {
 	if r.Reneged != 2 {
 		t.Fatalf("Reneged = %d, want 2", r.Reneged)
 	}
-	if h.s.FlightSize() != 6*tPMDCS {
-		t.Fatalf("flightsize = %d after renege, want %d", h.s.FlightSize(), 6*tPMDCS)
+	if h.s.FlightSize() != 6*sndTestPMDCS {
+		t.Fatalf("flightsize = %d after renege, want %d", h.s.FlightSize(), 6*sndTestPMDCS)
 	}
 	for _, tsn := range []TSN{1002, 1003} {
 		if e := h.s.ent(tsn); e.st&sndAcked != 0 || e.misses != 1 {
@@ -763,8 +763,8 @@ func TestSendRenege(t *testing.T) {
 	}
 	// They are released only by the Cumulative TSN Ack.
 	r = h.sack(1005)
-	if len(r.Released) != 6 || r.BytesAcked != 6*tPMDCS {
-		t.Fatalf("released %d chunks, %d bytes, want 6 and %d", len(r.Released), r.BytesAcked, 6*tPMDCS)
+	if len(r.Released) != 6 || r.BytesAcked != 6*sndTestPMDCS {
+		t.Fatalf("released %d chunks, %d bytes, want 6 and %d", len(r.Released), r.BytesAcked, 6*sndTestPMDCS)
 	}
 }
 
@@ -774,17 +774,17 @@ func TestSendReleasesInOrder(t *testing.T) {
 	for i := range refs {
 		refs[i] = new(int)
 		*refs[i] = i
-		h.s.Queue(chunk.Data{UserData: tPayload}, refs[i])
+		h.s.Queue(chunk.Data{UserData: sndTestPayload}, refs[i])
 	}
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	r := h.sack(999, [2]uint16{2, 3})
-	if len(r.Released) != 0 || r.BytesAcked != 2*tPMDCS {
+	if len(r.Released) != 0 || r.BytesAcked != 2*sndTestPMDCS {
 		t.Fatalf("gap-acked: released %d, bytes %d", len(r.Released), r.BytesAcked)
 	}
 	r = h.sack(1003)
-	if len(r.Released) != 4 || r.BytesAcked != 2*tPMDCS {
-		t.Fatalf("released %d, bytes %d, want 4 and %d", len(r.Released), r.BytesAcked, 2*tPMDCS)
+	if len(r.Released) != 4 || r.BytesAcked != 2*sndTestPMDCS {
+		t.Fatalf("released %d, bytes %d, want 4 and %d", len(r.Released), r.BytesAcked, 2*sndTestPMDCS)
 	}
 	for i, c := range r.Released {
 		if c.Ref.(*int) != refs[i] || c.Data.TSN != uint32(1000+i) {
@@ -801,24 +801,24 @@ func TestSendTSNWrap(t *testing.T) {
 	// 2^32 - 1 is TSN = 0".
 	h := newSndHarness(t, SenderConfig{InitialTSN: 0xffff_fffe})
 	h.queue(6)
-	wantTSNs(t, "flight", h.send(), 0xffff_fffe, 0xffff_ffff, 0, 1)
-	h.advance(tRTT)
+	sndWantTSNs(t, "flight", h.send(), 0xffff_fffe, 0xffff_ffff, 0, 1)
+	h.advance(sndTestRTT)
 	r := h.sack(0xffff_fffe, [2]uint16{2, 3}) // 0 and 1 gap-acked
-	if r.BytesAcked != 3*tPMDCS || h.s.numGapAcked != 2 {
+	if r.BytesAcked != 3*sndTestPMDCS || h.s.numGapAcked != 2 {
 		t.Fatalf("BytesAcked %d, gap-acked %d", r.BytesAcked, h.s.numGapAcked)
 	}
 	r = h.sack(1)
 	if len(r.Released) != 3 || h.s.CumulativeTSNAck() != 1 {
 		t.Fatalf("released %d, cum %d", len(r.Released), h.s.CumulativeTSNAck())
 	}
-	wantTSNs(t, "after wrap", h.send(), 2, 3)
+	sndWantTSNs(t, "after wrap", h.send(), 2, 3)
 }
 
 func TestSendQueueBound(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{MaxChunks: 100})
 	n := 0
 	for ; n < 1000; n++ {
-		if _, ok := h.s.Queue(chunk.Data{UserData: tPayload}, nil); !ok {
+		if _, ok := h.s.Queue(chunk.Data{UserData: sndTestPayload}, nil); !ok {
 			break
 		}
 	}
@@ -826,9 +826,9 @@ func TestSendQueueBound(t *testing.T) {
 		t.Fatalf("queued %d chunks, want 128 (MaxChunks rounded up)", n)
 	}
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1001)
-	if _, ok := h.s.Queue(chunk.Data{UserData: tPayload}, nil); !ok {
+	if _, ok := h.s.Queue(chunk.Data{UserData: sndTestPayload}, nil); !ok {
 		t.Fatal("no room after an acknowledgement")
 	}
 }
@@ -839,16 +839,16 @@ func TestSendIdleCwndDecay(t *testing.T) {
 	// the first cwnd adjustment, the ssthresh ... SHOULD be set to the
 	// cwnd."
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
+	h.s.ObserveRTT(sndTestRTT)
 	h.queue(1)
 	h.send()
-	h.advance(tRTT)
+	h.advance(sndTestRTT)
 	h.sack(1000)
-	h.s.cwnd = 32 * tPMDCS
+	h.s.cwnd = 32 * sndTestPMDCS
 	h.advance(2*h.s.RTO() + time.Millisecond)
 	h.queue(1)
 	h.send()
-	if h.s.Ssthresh() != 32*tPMDCS || h.s.Cwnd() != 8*tPMDCS {
+	if h.s.Ssthresh() != 32*sndTestPMDCS || h.s.Cwnd() != 8*sndTestPMDCS {
 		t.Fatalf("after 2 idle RTOs: cwnd %d, ssthresh %d", h.s.Cwnd(), h.s.Ssthresh())
 	}
 }
@@ -861,18 +861,18 @@ func TestSendHeartbeats(t *testing.T) {
 	if !h.s.Dead() {
 		t.Fatal("not dead after 3 unanswered HEARTBEATs")
 	}
-	h.s.HeartbeatAcked(tRTT)
+	h.s.HeartbeatAcked(sndTestRTT)
 	if h.s.Dead() || h.s.ErrorCount() != 0 {
 		t.Fatal("HEARTBEAT ACK did not reset the error counter")
 	}
-	if srtt, _ := h.s.SRTT(); srtt != tRTT {
-		t.Fatalf("SRTT = %v from the HEARTBEAT, want %v", srtt, tRTT)
+	if srtt, _ := h.s.SRTT(); srtt != sndTestRTT {
+		t.Fatalf("SRTT = %v from the HEARTBEAT, want %v", srtt, sndTestRTT)
 	}
 	// With data outstanding, the counter is kept (§8.1's MAY).
 	h.queue(1)
 	h.send()
 	h.s.HeartbeatUnanswered()
-	h.s.HeartbeatAcked(tRTT)
+	h.s.HeartbeatAcked(sndTestRTT)
 	if h.s.ErrorCount() != 1 {
 		t.Fatalf("error counter %d, want 1 with data outstanding", h.s.ErrorCount())
 	}
@@ -880,15 +880,15 @@ func TestSendHeartbeats(t *testing.T) {
 
 func TestSendAllocs(t *testing.T) {
 	h := newSndHarness(t, SenderConfig{})
-	h.s.ObserveRTT(tRTT)
-	d := chunk.Data{Flags: chunk.FlagBeginning | chunk.FlagEnding, UserData: tPayload}
+	h.s.ObserveRTT(sndTestRTT)
+	d := chunk.Data{Flags: chunk.FlagBeginning | chunk.FlagEnding, UserData: sndTestPayload}
 	ref := any(&d)
 	step := func() {
 		tsn, ok := h.s.Queue(d, ref)
 		if !ok {
 			t.Fatal("queue full")
 		}
-		if _, ok := h.s.Next(h.now, tPMDCS); !ok {
+		if _, ok := h.s.Next(h.now, sndTestPMDCS); !ok {
 			t.Fatal("Next")
 		}
 		h.advance(time.Millisecond)
@@ -906,20 +906,20 @@ func TestSendAllocs(t *testing.T) {
 
 func BenchmarkSendAck(b *testing.B) {
 	for _, window := range []int{1, 16, 256} {
-		b.Run("window="+itoa(window), func(b *testing.B) {
+		b.Run("window="+sndItoa(window), func(b *testing.B) {
 			h := newSndHarness(b, SenderConfig{MaxChunks: 1024})
-			h.s.ObserveRTT(tRTT)
+			h.s.ObserveRTT(sndTestRTT)
 			h.s.cwnd = 1 << 30
-			d := chunk.Data{UserData: tPayload}
+			d := chunk.Data{UserData: sndTestPayload}
 			for range window {
 				h.s.Queue(d, nil)
-				h.s.Next(h.now, tPMDCS)
+				h.s.Next(h.now, sndTestPMDCS)
 			}
 			b.ReportAllocs()
-			b.SetBytes(tUserData)
+			b.SetBytes(sndTestUserData)
 			for b.Loop() {
 				tsn, _ := h.s.Queue(d, nil)
-				h.s.Next(h.now, tPMDCS)
+				h.s.Next(h.now, sndTestPMDCS)
 				h.now = h.now.Add(time.Microsecond)
 				h.s.HandleSACK(h.now, chunk.SACK{CumulativeTSNAck: uint32(tsn) - uint32(window), ARwnd: 1 << 30})
 			}
@@ -930,18 +930,18 @@ func BenchmarkSendAck(b *testing.B) {
 func BenchmarkSendAckWithGaps(b *testing.B) {
 	// One chunk in 20 lost: SACKs carry a gap and loss recovery runs.
 	h := newSndHarness(b, SenderConfig{MaxChunks: 1024})
-	h.s.ObserveRTT(tRTT)
-	d := chunk.Data{UserData: tPayload}
+	h.s.ObserveRTT(sndTestRTT)
+	d := chunk.Data{UserData: sndTestPayload}
 	var gaps chunk.GapAckBlocks
 	b.ReportAllocs()
-	b.SetBytes(tUserData)
+	b.SetBytes(sndTestUserData)
 	i := 0
 	for b.Loop() {
 		for h.s.Queued() < 512 {
 			h.s.Queue(d, nil)
 		}
 		for {
-			if _, ok := h.s.Next(h.now, tPMDCS); !ok {
+			if _, ok := h.s.Next(h.now, sndTestPMDCS); !ok {
 				break
 			}
 		}
@@ -960,7 +960,7 @@ func BenchmarkSendAckWithGaps(b *testing.B) {
 	}
 }
 
-func itoa(n int) string {
+func sndItoa(n int) string {
 	if n == 0 {
 		return "0"
 	}
