@@ -228,3 +228,44 @@ func TestRecvMessageTooLarge(t *testing.T) {
 		t.Fatalf("Data = %v, want Out of Resource", err)
 	}
 }
+
+// TestReasmHostileRuns keeps apart fragments that cannot belong to one
+// message: a fragment is followed in its message only by one without the
+// B bit, and preceded only by one without the E bit, on the same stream,
+// with the same U bit and, when ordered, the same SSN (§6.9: "The
+// transmitter MUST also set the B/E bits of the first DATA chunk in the
+// series to 10, the B/E bits of the last DATA chunk in the series to 01,
+// and the B/E bits of all other DATA chunks in the series to 00").
+func TestReasmHostileRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    chunk.Data // TSN 8, never completed
+	}{
+		{"B after B", recvD(8, 0, 0, recvB, "a")},
+		{"middle before B", recvD(8, 0, 0, recvMiddle, "a")},
+		{"other stream", recvD(8, 1, 0, recvB, "a")},
+		{"other SSN", recvD(8, 0, 1, recvB, "a")},
+		{"unordered before ordered", recvD(8, 0, 0, recvU|recvB, "a")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newRecvHarness(t, recvCfg)
+			// TSN 9-10: a message begun at TSN 9.
+			h.packet(recvD(9, 0, 0, recvB, "b"))
+			h.packet(tc.a)
+			h.packet(recvD(10, 0, 0, recvE, "c"))
+			h.wantGot(recvGot{0, 0, 16, false, "bc"})
+			if h.r.reasm.entries() != 1 || h.r.Held() != 1 {
+				t.Fatalf("%d entries, %d bytes held; want TSN 8 alone", h.r.reasm.entries(), h.r.Held())
+			}
+		})
+	}
+	// And after: a fragment with the E bit ends its message.
+	h := newRecvHarness(t, recvCfg)
+	h.packet(recvD(8, 0, 0, recvB|recvU, "a"))
+	h.packet(recvD(9, 0, 0, recvU|recvMiddle, "b"))
+	h.packet(recvD(10, 0, 0, recvU|recvB, "x"))
+	h.packet(recvD(11, 0, 0, recvU|recvE, "y"))
+	h.wantGot(recvGot{0, 0, 16, true, "xy"})
+	h.packet(recvD(7, 0, 0, recvU|recvE, "z"))
+	h.wantGot()
+}
