@@ -46,7 +46,7 @@ import (
 // whichever is first: §7.2.4's miss indications (HTNA, three of them,
 // once per chunk: a fast retransmitted chunk is "ineligible for a
 // subsequent Fast Retransmit") and RACK's time rule (a chunk is lost when
-// a chunk sent after it, by time, has been delivered and RACK.reo_wnd has
+// a chunk transmitted after it has been delivered and RACK.reo_wnd has
 // passed). RACK runs on retransmissions too, which is what finds a lost
 // retransmission in about a round trip: the 3-miss rule never looks at
 // that chunk again, and without RACK only T3-rtx would. RFC 8985 §9.2
@@ -64,7 +64,7 @@ import (
 // (step 3). A lost retransmission sent during a recovery is a second
 // congestion signal (RFC 8985 §9.3) and starts a new one.
 //
-// # Timers
+// # Timers and probes
 //
 // T3-rtx follows §6.3.2 R1 to R4 and §6.1 (restart only when the earliest
 // outstanding chunk is retransmitted); the RACK reordering timer and the
@@ -73,11 +73,26 @@ import (
 // one timer; keeping T3-rtx apart keeps RFC 9260's rules for it exact.
 // A zero window probe waits one RTO (§6.1 rule A) on its own deadline.
 //
+// The PTO runs whenever chunks are in flight outside the RTO recovery that
+// follows a T3-rtx expiry, Fast Recovery included, and doubles with each
+// probe until new data is acknowledged (RFC 9002 §6.2.1's backoff); a
+// probe unanswered by the next PTO is deemed lost. RFC 8985 §7.2 leaves
+// recoveries to the RACK reordering timer, which needs a chunk delivered
+// after the lost ones: when a small flight or all of its SACKs are lost,
+// only T3-rtx would be left, at RTO.Min or more. A probe is the lowest
+// chunk waiting for retransmission if any (it may advance the Cumulative
+// TSN Ack), else new data, else the highest TSN in flight. Probes, and
+// chunks that fill cwnd or rwnd or end the queue, carry the I bit (RFC
+// 7053, §6.1) so that the peer does not delay their SACK.
+//
 // # Deviations and choices
 //
 //   - One destination address: the association runs over one DTLS
 //     connection. cwnd, ssthresh, RTO and the error counter are per
-//     association.
+//     association, and the error counter is the path's too (§8.2's
+//     Path.Max.Retrans has nothing to fail over to).
+//   - RACK_sent_after orders chunks by transmission, not by xmit_ts with
+//     ties broken by TSN (see rack.go).
 //   - Sizes count whole chunks with padding (§7.2: "the length of the DATA
 //     chunk, including the padding, SHOULD be used"), rwnd included.
 //   - partial_bytes_acked does not count the bytes of Duplicate TSNs that
