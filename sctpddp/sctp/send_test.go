@@ -972,3 +972,74 @@ func sndItoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+func TestSendPTOInFastRecovery(t *testing.T) {
+	// A recovery whose retransmissions and new data are all lost, with
+	// their SACKs: the PTO probes before T3-rtx and backs off.
+	h := sndLossSetup(t, 10)
+	h.advance(sndTestRTT)
+	h.sack(999, [2]uint16{2, 5}) // 1000 lost
+	h.send()                     // 1000 and new data, all lost
+	pto := h.s.PTODeadline()
+	if pto.IsZero() || !pto.Before(h.s.T3Deadline()) {
+		t.Fatalf("PTO %v, T3-rtx %v: want a PTO before T3-rtx in Fast Recovery", pto, h.s.T3Deadline())
+	}
+	h.at(pto)
+	h.s.OnTimeout(h.now)
+	d, ok := h.s.Next(h.now, sndTestPMDCS)
+	if !ok {
+		t.Fatal("no probe")
+	}
+	if d.Flags&chunk.FlagImmediate == 0 {
+		t.Fatal("the probe has no I bit")
+	}
+	first := h.now
+	for range 3 {
+		next := h.s.PTODeadline()
+		if !next.Before(h.s.T3Deadline()) {
+			break
+		}
+		if next.Sub(h.now) <= pto.Sub(first) {
+			t.Fatalf("PTO not backed off: %v", next.Sub(h.now))
+		}
+		h.at(next)
+		h.s.OnTimeout(h.now)
+		if _, ok := h.s.Next(h.now, sndTestPMDCS); !ok {
+			t.Fatal("no probe after a backed-off PTO")
+		}
+	}
+	if h.s.ErrorCount() != 0 {
+		t.Fatalf("probes counted %d errors", h.s.ErrorCount())
+	}
+}
+
+func TestSendMaxBurst(t *testing.T) {
+	// Rule D: "the protocol parameter 'Max.Burst' SHOULD be used to limit
+	// the number of packets sent".
+	h := sndLossSetup(t, 40)
+	h.queue(100)
+	h.advance(sndTestRTT)
+	h.s.cwnd = 100 * sndTestPMDCS
+	h.sack(1039)
+	if got := h.send(); len(got) != 4 {
+		t.Fatalf("sent %d chunks after one SACK, want Max.Burst = 4", len(got))
+	}
+}
+
+func TestSendIBit(t *testing.T) {
+	// §6.1: "The sending of a DATA chunk fills the congestion or receiver
+	// window" is a reason for the I bit; so is the end of the queue.
+	h := newSndHarness(t, SenderConfig{})
+	h.queue(10)
+	var flags []bool
+	for {
+		d, ok := h.s.Next(h.now, sndTestPMDCS)
+		if !ok {
+			break
+		}
+		flags = append(flags, d.Flags&chunk.FlagImmediate != 0)
+	}
+	if len(flags) != 4 || flags[0] || flags[1] || flags[2] || !flags[3] {
+		t.Fatalf("I bits %v, want only on the chunk that fills cwnd", flags)
+	}
+}
