@@ -42,9 +42,12 @@
 //	// ... or, if the cookie came back stale, §5.2.6:
 //	staleness, ok := e.HandleStaleCookie(errorPkt)
 //
-// A COOKIE ECHO for an existing association follows §5.2.4: OpenCookie
+// An INIT for an existing association (§5.2.1, §5.2.2) is answered by
+// HandleUnexpectedInit, which puts the association's Tie-Tags in the
+// cookie; a COOKIE ECHO for one follows §5.2.4: OpenCookieEcho
 // authenticates it and DecideCookieEcho says which of Table 12's actions
-// applies.
+// applies (restart, collision, late cookie, duplicate), the association
+// answering with StateCookie.AppendCookieAck or AppendStaleCookieError.
 //
 // Every INIT and INIT ACK carries an Adaptation Layer Indication (RFC 5043
 // §11.1: "a DDP/SCTP adaptation layer MUST include an adaptation layer
@@ -84,10 +87,11 @@
 //     key's epoch, the creation time in microseconds and the lifespan in
 //     milliseconds, then the MAC. A cookie is checked in §5.1.5's order:
 //     key, MAC (hmac.Equal), ports and Verification Tag, then staleness.
-//     The Tie-Tags of §5.2.2 have their place in it; HandleInit always
-//     writes them 0, as for an endpoint with no association: answering an
-//     INIT for an existing association (§5.2.1, §5.2.2) is the
-//     association's, not yet written.
+//     Its Tie-Tags are RFC 9260's, values of their own that the
+//     association draws and keeps (§5.2.2: "populated with a random value
+//     other than 0"), not RFC 4960's copies of the Verification Tags,
+//     which pion/sctp compares: DecideCookieEcho matches them against the
+//     association's Tie-Tags.
 //   - The packets built here always carry the CRC32c, even to a peer that
 //     accepts zero checksums. The caller verifies the CRC32c of the INIT
 //     and COOKIE ECHO it hands in; a zero Checksum is fine on an INIT ACK

@@ -400,8 +400,52 @@ type InitResult struct {
 // §5.1.2 B), and, under cfg.RequireDDP, for a peer whose Adaptation Layer
 // Indication is not DDP's (User-Initiated Abort).
 func HandleInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io.Reader, now time.Time) (InitResult, error) {
+	return handleInit(dst, pkt, cfg, keys, rand, now, nil)
+}
+
+// ExistingAssociation is the association an INIT arrives for, as
+// HandleUnexpectedInit needs it.
+type ExistingAssociation struct {
+	// Tags are the association's; its Tie-Tags go into the State Cookie
+	// (§5.2.2: "the endpoint MUST copy its current Tie-Tags to a reserved
+	// place within the State Cookie and the association's TCB"). They are
+	// 0 in COOKIE-WAIT and not 0 in the other states.
+	Tags AssociationTags
+	// Initiating reports that the association is in COOKIE-WAIT or
+	// COOKIE-ECHOED; LocalInitialTSN is then the Initial TSN of its INIT.
+	Initiating      bool
+	LocalInitialTSN uint32
+}
+
+// HandleUnexpectedInit answers an INIT received while an association with
+// its sender exists (RFC 9260 §5.2.1 and §5.2.2), as HandleInit answers
+// one with none, and with its checks: the association's state does not
+// change ("After sending the INIT ACK or ABORT chunk, the endpoint MUST
+// take no further actions"). The INIT ACK's State Cookie carries
+// ex.Tags' Tie-Tags, so that DecideCookieEcho resolves the COOKIE ECHO
+// that may follow into one association.
+//
+// In COOKIE-WAIT and COOKIE-ECHOED (ex.Initiating), §5.2.1: "an endpoint
+// MUST respond with an INIT ACK chunk using the same parameters it sent
+// in its original INIT chunk (including its Initiate Tag, unchanged)",
+// and "The endpoint uses the parameters sent in its INIT chunk to
+// calculate the State Cookie": the INIT ACK's Initiate Tag is
+// ex.Tags.Local and its Initial TSN ex.LocalInitialTSN. In the other
+// states, §5.2.2: "the INIT ACK chunk MUST contain a new Initiate Tag
+// (randomly generated...)", and a new Initial TSN. The restart of
+// §5.2.2 with new addresses cannot happen: addresses are not processed
+// (RFC 8261 §8). An INIT in SHUTDOWN-ACK-SENT is the association's to
+// answer (§9.2), not this function's.
+func HandleUnexpectedInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io.Reader, now time.Time, ex *ExistingAssociation) (InitResult, error) {
+	return handleInit(dst, pkt, cfg, keys, rand, now, ex)
+}
+
+func handleInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io.Reader, now time.Time, ex *ExistingAssociation) (InitResult, error) {
 	if err := cfg.check(); err != nil {
 		return InitResult{}, err
+	}
+	if ex != nil && ex.Tags.Local == 0 {
+		return InitResult{}, errors.New("sctp: ExistingAssociation without its Verification Tag")
 	}
 	if !keys.ok {
 		return InitResult{}, ErrCookieKey
@@ -468,9 +512,31 @@ func HandleInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io
 	if len(scratch) < 8 {
 		scratch = make([]byte, 8)
 	}
-	tag, tsn, err := randomTagTSN(rand, scratch)
-	if err != nil {
-		return InitResult{}, err
+	var tag, tsn uint32
+	var tie AssociationTags
+	switch {
+	case ex == nil:
+		// §5.2.2: "For a normal association INIT chunk (i.e., the
+		// endpoint is in the CLOSED state), the Tie-Tags MUST be set to 0
+		// (indicating that no previous TCB existed)."
+		if tag, tsn, err = randomTagTSN(rand, scratch); err != nil {
+			return InitResult{}, err
+		}
+	case ex.Initiating:
+		tag, tsn, tie = ex.Tags.Local, ex.LocalInitialTSN, ex.Tags
+	default:
+		tie = ex.Tags
+		for range 8 {
+			if tag, tsn, err = randomTagTSN(rand, scratch); err != nil {
+				return InitResult{}, err
+			}
+			if tag != ex.Tags.Local {
+				break
+			}
+		}
+		if tag == ex.Tags.Local {
+			return InitResult{}, errors.New("sctp: random source repeats the association's tag")
+		}
 	}
 	// §3.3.3: the OS of an INIT ACK "MUST NOT be greater than the MIS
 	// value sent in the INIT chunk".
@@ -490,6 +556,8 @@ func HandleInit(dst, pkt []byte, cfg *HandshakeConfig, keys *CookieKeys, rand io
 		PeerAdaptation:       pp.adaptation,
 		PeerZeroChecksum:     pp.zeroChecksum,
 		LocalZeroChecksum:    cfg.ZeroChecksum,
+		LocalTieTag:          tie.LocalTie,
+		PeerTieTag:           tie.PeerTie,
 		Created:              now,
 		Lifespan:             cfg.lifespan(pp.lifeSpanInc),
 	}
@@ -552,49 +620,76 @@ func orTruncated(err error) error {
 // error cause, and a *StaleCookieError.
 //
 // An endpoint that has an association with the sender applies §5.2.4
-// instead: OpenCookie and DecideCookieEcho.
+// instead: OpenCookieEcho and DecideCookieEcho.
 func HandleCookieEcho(dst, pkt []byte, keys *CookieKeys, now time.Time) ([]byte, Established, error) {
-	it := chunk.Chunks(pkt)
-	if !it.Next() {
-		return nil, Established{}, fmt.Errorf("sctp: COOKIE ECHO packet: %w", orTruncated(it.Err()))
+	c, err := OpenCookieEcho(pkt, keys, now)
+	if stale, ok := err.(*StaleCookieError); ok {
+		// Step 4: "the endpoint MUST transmit an ERROR chunk with a
+		// "Stale Cookie" error cause to the peer endpoint."
+		return c.AppendStaleCookieError(dst, stale.Staleness), Established{}, err
 	}
-	if t := it.Chunk().Type(); t != chunk.TypeCookieEcho {
-		return nil, Established{}, fmt.Errorf("%w: %v, not COOKIE ECHO", ErrUnexpectedChunk, t)
-	}
-	ce, _, err := chunk.ParseCookieEcho(it.Chunk())
 	if err != nil {
 		return nil, Established{}, err
 	}
-	// Steps 1 and 2: the key and the MAC.
+	// Steps 5 and 6: create the association and acknowledge.
+	return c.AppendCookieAck(dst), c.Established(), nil
+}
+
+// OpenCookieEcho takes the State Cookie out of a COOKIE ECHO packet, its
+// first chunk, and checks it as RFC 9260 §5.1.5 steps 1 to 4 say: the key
+// and the MAC (OpenCookie), then "Compare the port numbers and the
+// Verification Tag contained within the COOKIE ECHO chunk to the actual
+// port numbers and the Verification Tag within the SCTP common header of
+// the received packet. If these values do not match, the packet MUST be
+// silently discarded", then the lifespan. A stale cookie is returned with
+// a *StaleCookieError; any other error means the packet is to be
+// discarded. HandleCookieEcho is built on it; an endpoint with an
+// association follows it with DecideCookieEcho.
+func OpenCookieEcho(pkt []byte, keys *CookieKeys, now time.Time) (StateCookie, error) {
+	it := chunk.Chunks(pkt)
+	if !it.Next() {
+		return StateCookie{}, fmt.Errorf("sctp: COOKIE ECHO packet: %w", orTruncated(it.Err()))
+	}
+	if t := it.Chunk().Type(); t != chunk.TypeCookieEcho {
+		return StateCookie{}, fmt.Errorf("%w: %v, not COOKIE ECHO", ErrUnexpectedChunk, t)
+	}
+	ce, _, err := chunk.ParseCookieEcho(it.Chunk())
+	if err != nil {
+		return StateCookie{}, err
+	}
 	c, err := OpenCookie(ce.Cookie, keys, now)
 	stale, _ := err.(*StaleCookieError)
 	if err != nil && stale == nil {
-		return nil, Established{}, err
+		return StateCookie{}, err
 	}
-	// Step 3: "Compare the port numbers and the Verification Tag
-	// contained within the COOKIE ECHO chunk to the actual port numbers
-	// and the Verification Tag within the SCTP common header of the
-	// received packet. If these values do not match, the packet MUST be
-	// silently discarded."
 	h := chunk.Header(pkt)
 	if h.DestinationPort() != c.LocalPort || h.SourcePort() != c.PeerPort {
-		return nil, Established{}, fmt.Errorf("%w: COOKIE ECHO from port %d to %d", ErrPort, h.SourcePort(), h.DestinationPort())
+		return StateCookie{}, fmt.Errorf("%w: COOKIE ECHO from port %d to %d", ErrPort, h.SourcePort(), h.DestinationPort())
 	}
 	if h.VerificationTag() != c.LocalVerificationTag {
-		return nil, Established{}, fmt.Errorf("%w: COOKIE ECHO with %#x, cookie for %#x", ErrVerificationTag, h.VerificationTag(), c.LocalVerificationTag)
+		return StateCookie{}, fmt.Errorf("%w: COOKIE ECHO with %#x, cookie for %#x", ErrVerificationTag, h.VerificationTag(), c.LocalVerificationTag)
 	}
+	return c, err
+}
+
+// AppendCookieAck builds in dst, with the CRC32c, the packet holding the
+// COOKIE ACK that answers the COOKIE ECHO of c, to its peer's tag.
+func (c *StateCookie) AppendCookieAck(dst []byte) []byte {
 	var w chunk.Builder
 	w.Start(dst, c.LocalPort, c.PeerPort, c.PeerVerificationTag)
-	if stale != nil {
-		// Step 4: "the endpoint MUST transmit an ERROR chunk with a
-		// "Stale Cookie" error cause to the peer endpoint."
-		var cause [8]byte
-		w.Buf = chunk.OperationError{Causes: chunk.StaleCookie{Staleness: stale.Staleness}.Append(cause[:0])}.Append(w.Buf)
-		return w.Finish(), Established{}, err
-	}
-	// Steps 5 and 6: create the association and acknowledge.
 	w.Buf = chunk.CookieAck{}.Append(w.Buf)
-	return w.Finish(), c.Established(), nil
+	return w.Finish()
+}
+
+// AppendStaleCookieError builds in dst, with the CRC32c, the packet
+// holding the ERROR chunk with a Stale Cookie error cause that answers the
+// COOKIE ECHO of c, stale by staleness microseconds, to its peer's tag.
+func (c *StateCookie) AppendStaleCookieError(dst []byte, staleness uint32) []byte {
+	var w chunk.Builder
+	w.Start(dst, c.LocalPort, c.PeerPort, c.PeerVerificationTag)
+	var cause [8]byte
+	w.Buf = chunk.OperationError{Causes: chunk.StaleCookie{Staleness: staleness}.Append(cause[:0])}.Append(w.Buf)
+	return w.Finish()
 }
 
 // CookieAction is what RFC 9260 §5.2.4 asks of an endpoint that receives
@@ -638,11 +733,24 @@ func (a CookieAction) String() string {
 	return fmt.Sprintf("CookieAction(%d)", uint8(a))
 }
 
+// AssociationTags are the tags of an existing association that RFC 9260
+// §5.2 compares a handshake chunk's with.
+type AssociationTags struct {
+	// Local is My Verification Tag; Peer is Peer Verification Tag, 0
+	// while it is not known (COOKIE-WAIT).
+	Local, Peer uint32
+	// LocalTie and PeerTie are the association's Tie-Tags (§5.2.2): "Only
+	// when a TCB exists and the association is not in a COOKIE-WAIT or
+	// SHUTDOWN-ACK-SENT state are the Tie-Tags populated with a random
+	// value other than 0". The association draws them once, keeps them,
+	// and hands them to HandleUnexpectedInit, which copies them into the
+	// State Cookie.
+	LocalTie, PeerTie uint32
+}
+
 // DecideCookieEcho applies RFC 9260 §5.2.4 steps 3 and 5 to an authentic
 // State Cookie c (from OpenCookie; stale if it returned ErrStaleCookie)
-// received by an endpoint whose association has the tags localTag (My
-// Verification Tag) and peerTag (Peer Verification Tag, 0 while it is not
-// known, in COOKIE-WAIT):
+// received by an endpoint whose association has the tags a:
 //
 //	Local Tag   Peer's Tag   Local-Tie-Tag   Peer's-Tie-Tag   Action
 //	X           X            M               M                (A)
@@ -653,12 +761,13 @@ func (a CookieAction) String() string {
 //
 // "X - Tag does not match the existing TCB. M - Tag matches the existing
 // TCB. 0 - Tag unknown (Peer's Tag not known yet / No Tie-Tag in cookie).
-// A - All cases, i.e., M, X, or 0." The cookie's tags are compared with
-// the association's, its Tie-Tags with the association's tags, which the
-// Tie-Tags copy (§5.2.2).
-func DecideCookieEcho(c *StateCookie, stale bool, localTag, peerTag uint32) CookieAction {
-	localM := c.LocalVerificationTag == localTag
-	peerM := peerTag != 0 && c.PeerVerificationTag == peerTag
+// A - All cases, i.e., M, X, or 0." The cookie's Verification Tags are
+// compared with the association's, its Tie-Tags with the association's
+// Tie-Tags (Figure 5: "Tie-Tags in Cookie_Z match Tie-Tags in TCB"). A
+// Tie-Tag of 0 is "No Tie-Tag in cookie", never a match.
+func DecideCookieEcho(c *StateCookie, stale bool, a AssociationTags) CookieAction {
+	localM := c.LocalVerificationTag == a.Local
+	peerM := a.Peer != 0 && c.PeerVerificationTag == a.Peer
 	if localM && peerM {
 		// Step 3: "If both Verification Tags in the State Cookie match
 		// the Verification Tags of the current association, consider the
@@ -682,8 +791,8 @@ func DecideCookieEcho(c *StateCookie, stale bool, localTag, peerTag uint32) Cook
 		if c.LocalTieTag == 0 && c.PeerTieTag == 0 {
 			return CookieLate // X M 0 0
 		}
-	case peerTag != 0 && c.LocalTieTag != 0 &&
-		c.LocalTieTag == localTag && c.PeerTieTag == peerTag:
+	case a.Peer != 0 && c.LocalTieTag != 0 && c.PeerTieTag != 0 &&
+		c.LocalTieTag == a.LocalTie && c.PeerTieTag == a.PeerTie:
 		return CookieRestart // X X M M
 	}
 	return CookieDiscard

@@ -584,36 +584,46 @@ func withPorts(pkt []byte, src, dst uint16) []byte {
 	return p
 }
 
-// TestDecideCookieEcho checks §5.2.4 Table 12 row by row.
+// TestDecideCookieEcho checks §5.2.4 Table 12 row by row: the cookie's
+// Verification Tags against the association's, its Tie-Tags against the
+// association's Tie-Tags.
 func TestDecideCookieEcho(t *testing.T) {
-	const local, peer, other, other2 = 0x100, 0x200, 0x300, 0x400
+	const local, peer, ltie, ptie, other, other2 = 0x100, 0x200, 0x10, 0x20, 0x300, 0x400
+	tcb := AssociationTags{Local: local, Peer: peer, LocalTie: ltie, PeerTie: ptie}
+	waiting := AssociationTags{Local: local} // COOKIE-WAIT: no Peer's Tag, no Tie-Tags
 	cookie := func(l, p, lt, pt uint32) *StateCookie {
 		return &StateCookie{LocalVerificationTag: l, PeerVerificationTag: p, LocalTieTag: lt, PeerTieTag: pt}
 	}
 	for _, tc := range []struct {
 		name      string
 		c         *StateCookie
-		stale     bool
-		tcbPeer   uint32
+		a         AssociationTags
 		want      CookieAction
 		wantStale CookieAction // the same cookie, stale
 	}{
-		{"X X M M", cookie(other, other2, local, peer), false, peer, CookieRestart, CookieStale},
-		{"M X A A", cookie(local, other, 0, 0), false, peer, CookieCollision, CookieStale},
-		{"M X M M", cookie(local, other, local, peer), false, peer, CookieCollision, CookieStale},
-		{"M 0 A A", cookie(local, other, 0, 0), false, 0, CookieCollision, CookieStale},
-		{"X M 0 0", cookie(other, peer, 0, 0), false, peer, CookieLate, CookieStale},
-		{"M M A A", cookie(local, peer, 0, 0), false, peer, CookieDuplicate, CookieDuplicate},
-		{"M M X X", cookie(local, peer, other, other), false, peer, CookieDuplicate, CookieDuplicate},
+		{"X X M M", cookie(other, other2, ltie, ptie), tcb, CookieRestart, CookieStale},
+		{"M X A A", cookie(local, other, 0, 0), tcb, CookieCollision, CookieStale},
+		{"M X M M", cookie(local, other, ltie, ptie), tcb, CookieCollision, CookieStale},
+		{"M X X X", cookie(local, other, other, other), tcb, CookieCollision, CookieStale},
+		{"M 0 A A", cookie(local, other, 0, 0), waiting, CookieCollision, CookieStale},
+		{"X M 0 0", cookie(other, peer, 0, 0), tcb, CookieLate, CookieStale},
+		{"M M A A", cookie(local, peer, 0, 0), tcb, CookieDuplicate, CookieDuplicate},
+		{"M M X X", cookie(local, peer, other, other), tcb, CookieDuplicate, CookieDuplicate},
 		// "For any case not shown in Table 12, the cookie SHOULD be
 		// silently discarded."
-		{"X X 0 0", cookie(other, other2, 0, 0), false, peer, CookieDiscard, CookieStale},
-		{"X X M X", cookie(other, other2, local, other), false, peer, CookieDiscard, CookieStale},
-		{"X X X M", cookie(other, other2, other, peer), false, peer, CookieDiscard, CookieStale},
-		{"X M M M", cookie(other, peer, local, peer), false, peer, CookieDiscard, CookieStale},
-		{"X 0 M 0", cookie(other, other2, local, 0), false, 0, CookieDiscard, CookieStale},
+		{"X X 0 0", cookie(other, other2, 0, 0), tcb, CookieDiscard, CookieStale},
+		{"X X M X", cookie(other, other2, ltie, other), tcb, CookieDiscard, CookieStale},
+		{"X X X M", cookie(other, other2, other, ptie), tcb, CookieDiscard, CookieStale},
+		{"X M M M", cookie(other, peer, ltie, ptie), tcb, CookieDiscard, CookieStale},
+		// RFC 4960's Tie-Tags were the tags themselves; RFC 9260's are
+		// their own values, so a cookie holding the tags as Tie-Tags
+		// does not match.
+		{"X X tags as Tie-Tags", cookie(other, other2, local, peer), tcb, CookieDiscard, CookieStale},
+		// A Tie-Tag of 0 is "No Tie-Tag in cookie", not a match for an
+		// association without Tie-Tags.
+		{"X 0 0 0", cookie(other, other2, 0, 0), waiting, CookieDiscard, CookieStale},
 	} {
-		if got := DecideCookieEcho(tc.c, false, local, tc.tcbPeer); got != tc.want {
+		if got := DecideCookieEcho(tc.c, false, tc.a); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 		// §5.2.4 step 3: a stale cookie is answered with a Stale Cookie
@@ -621,7 +631,7 @@ func TestDecideCookieEcho(t *testing.T) {
 		// do not match the current association's Verification Tags"; "If
 		// both Verification Tags in the State Cookie match ... consider
 		// the State Cookie valid ..., even if the lifespan is exceeded."
-		if got := DecideCookieEcho(tc.c, true, local, tc.tcbPeer); got != tc.wantStale {
+		if got := DecideCookieEcho(tc.c, true, tc.a); got != tc.wantStale {
 			t.Errorf("%s, stale: %v, want %v", tc.name, got, tc.wantStale)
 		}
 	}
