@@ -30,11 +30,12 @@ func initSeeds(t testing.TB) [][]byte {
 	}
 }
 
-// FuzzHandleInit checks that HandleInit never panics, is a pure function
-// of its inputs (RFC 9260 §5.1 B: the passive side keeps no state before
-// the COOKIE ECHO), changes none of them, and answers with a well-formed
-// packet: an INIT ACK whose State Cookie opens to the INIT's values, or
-// an ABORT to the INIT's Initiate Tag.
+// FuzzHandleInit checks that HandleInit and HandleUnexpectedInit never
+// panic, are pure functions of their inputs (RFC 9260 §5.1 B: the passive
+// side keeps no state before the COOKIE ECHO), change none of them, and
+// answer with a well-formed packet: an INIT ACK whose State Cookie opens
+// to the INIT's values and the association's Tie-Tags, or an ABORT to the
+// INIT's Initiate Tag.
 func FuzzHandleInit(f *testing.F) {
 	for _, s := range initSeeds(f) {
 		f.Add(s)
@@ -44,9 +45,31 @@ func FuzzHandleInit(f *testing.F) {
 		cfg := testConfig()
 		cfg.LocalPort = 0
 		cfg.ZeroChecksum = len(pkt)%2 == 0
+		// Which function: HandleInit, or HandleUnexpectedInit for an
+		// association in COOKIE-WAIT or ESTABLISHED.
+		var ex *ExistingAssociation
+		switch len(pkt) % 3 {
+		case 1:
+			ex = &ExistingAssociation{Tags: AssociationTags{Local: 0x5555}, Initiating: true, LocalInitialTSN: 0x6666}
+		case 2:
+			ex = &ExistingAssociation{Tags: AssociationTags{Local: 0x01020304, Peer: 0x7777, LocalTie: 0x8888, PeerTie: 0x9999}}
+		}
+		handle := func(dst []byte) (InitResult, error) {
+			if ex == nil {
+				return HandleInit(dst, pkt, &cfg, &keys, testRand(1, 64), testNow)
+			}
+			return HandleUnexpectedInit(dst, pkt, &cfg, &keys, testRand(1, 64), testNow, ex)
+		}
 		cfgCopy, keysCopy, pktCopy := cfg, keys, bytes.Clone(pkt)
-		a, errA := HandleInit(nil, pkt, &cfg, &keys, testRand(1, 64), testNow)
-		b, errB := HandleInit(make([]byte, 0, 64), pkt, &cfg, &keys, testRand(1, 64), testNow)
+		var exCopy ExistingAssociation
+		if ex != nil {
+			exCopy = *ex
+		}
+		a, errA := handle(nil)
+		b, errB := handle(make([]byte, 0, 64))
+		if ex != nil && *ex != exCopy {
+			t.Fatal("HandleUnexpectedInit changed the association")
+		}
 		if !bytes.Equal(a.Packet, b.Packet) || fmt.Sprint(errA) != fmt.Sprint(errB) ||
 			a.Abort != b.Abort || a.PeerAdaptation != b.PeerAdaptation || a.Unrecognized != b.Unrecognized {
 			t.Fatalf("two answers: %x %v / %x %v", a.Packet, errA, b.Packet, errB)
@@ -78,6 +101,21 @@ func FuzzHandleInit(f *testing.F) {
 			t.Fatalf("INIT ACK with %v", errA)
 		}
 		_, ia := parseInitAck(t, a.Packet)
+		// testRand(1, ...) starts with the tag 0x01020304: the
+		// established association's, which a new tag must differ from.
+		switch {
+		case ex == nil:
+		case ex.Initiating && (ia.InitiateTag != ex.Tags.Local || ia.InitialTSN != ex.LocalInitialTSN):
+			t.Fatalf("collision INIT ACK %+v", ia)
+		case !ex.Initiating && ia.InitiateTag == ex.Tags.Local:
+			t.Fatalf("restart INIT ACK with the association's tag")
+		}
+		if ex != nil {
+			c, err := OpenCookie(mustCookie(t, ia), &keys, testNow)
+			if err != nil || c.LocalTieTag != ex.Tags.LocalTie || c.PeerTieTag != ex.Tags.PeerTie {
+				t.Fatalf("cookie %+v, %v", c, err)
+			}
+		}
 		echo := packet(p.h.DestinationPort(), p.h.SourcePort(), ia.InitiateTag, chunk.CookieEcho{Cookie: mustCookie(t, ia)}.Append(nil))
 		_, est, err := HandleCookieEcho(nil, echo, &keys, testNow)
 		if err != nil {
