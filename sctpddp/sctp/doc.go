@@ -92,6 +92,10 @@
 //     other than 0"), not RFC 4960's copies of the Verification Tags,
 //     which pion/sctp compares: DecideCookieEcho matches them against the
 //     association's Tie-Tags.
+//   - RFC 9653's text was not at hand. As pion/sctp reads it, each
+//     direction is announced on its own: Established.SendZeroChecksum
+//     follows the peer's Zero Checksum Acceptable alone, and
+//     ReceiveZeroChecksum this endpoint's.
 //   - The packets built here always carry the CRC32c, even to a peer that
 //     accepts zero checksums. The caller verifies the CRC32c of the INIT
 //     and COOKIE ECHO it hands in; a zero Checksum is fine on an INIT ACK
