@@ -49,13 +49,15 @@ import (
 // a chunk transmitted after it has been delivered and RACK.reo_wnd has
 // passed). RACK runs on retransmissions too, which is what finds a lost
 // retransmission in about a round trip: the 3-miss rule never looks at
-// that chunk again, and without RACK only T3-rtx would. RFC 8985 §9.2
-// describes RACK as an extended Early Retransmit and lets it replace or
-// accompany DupThresh; with no reordering seen its reo_wnd is 0 as soon as
-// three chunks are gap-acked or a recovery runs, so the two rules rarely
-// disagree, and once reordering is seen RACK's window is the slower,
-// safer, rule and the 3-miss rule still bounds the wait at three SACKs
-// (RFC 9260's SHOULD).
+// that chunk again, and without RACK only T3-rtx would. With no
+// reordering seen, RACK's reo_wnd is 0 as soon as three chunks are
+// gap-acked or a recovery runs, so the two rules rarely disagree. Once
+// reordering has been seen (a chunk never retransmitted is acknowledged
+// below the highest TSN acknowledged), the 3-miss rule stops: "if some
+// reordering has been observed, then RACK does not trigger fast recovery
+// based on DupThresh" (RFC 8985 §6.2 step 4). A chunk overtaken by three
+// others is then not retransmitted before RACK's window, min_RTT/4 and
+// growing with Duplicate TSN reports, has passed.
 //
 // A loss starts one Fast Recovery (one cwnd reduction per round trip,
 // §7.2.4 step 6); every chunk marked for retransmission goes out as soon
@@ -783,7 +785,7 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 
 	// Loss detection: miss indications, then RACK.
 	lostRtx := false
-	if htnaSet {
+	if htnaSet && !s.rack.reorderingSeen {
 		lost, lr := s.sndCountMisses(cum, htna, advanced)
 		res.Lost += lost
 		lostRtx = lostRtx || lr

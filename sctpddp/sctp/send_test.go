@@ -192,14 +192,14 @@ func sndLossSetup(t *testing.T, n int) *sndHarness {
 
 func TestSendFastRetransmitThreeMisses(t *testing.T) {
 	h := sndLossSetup(t, 10)
-	h.s.rack.reorderingSeen = true
-	h.s.rack.minRTT = sndTime(time.Second)
 	h.advance(sndTestRTT)
 	// TSN 1000 lost. "Whenever an endpoint receives a SACK chunk that
 	// indicates that some TSNs are missing, it SHOULD wait for two further
 	// miss indications (via subsequent SACK chunks for a total of three
-	// missing reports) on the same TSNs before taking action".
-	for i, end := range []uint16{2, 4} {
+	// missing reports) on the same TSNs before taking action". With fewer
+	// than three chunks gap-acked, RACK's reo_wnd is min_RTT/4 and these
+	// SACKs come within it.
+	for i, end := range []uint16{2, 3} {
 		r := h.sack(999, [2]uint16{2, end})
 		if r.Lost != 0 {
 			t.Fatalf("SACK %d: Lost = %d", i+1, r.Lost)
@@ -210,9 +210,12 @@ func TestSendFastRetransmitThreeMisses(t *testing.T) {
 		h.advance(time.Millisecond)
 	}
 	cwnd := h.s.Cwnd()
-	r := h.sack(999, [2]uint16{2, 6})
+	r := h.sack(999, [2]uint16{2, 4})
 	if r.Lost != 1 {
 		t.Fatalf("third miss indication: Lost = %d, want 1", r.Lost)
+	}
+	if h.s.ent(1000).st&sndFastRtx == 0 {
+		t.Fatal("TSN 1000 not marked by the 3-miss rule")
 	}
 	// §7.2.3: "ssthresh = max(cwnd / 2, 4 * PMDCS); cwnd = ssthresh".
 	if want := max(cwnd/2, 4*sndTestPMDCS); h.s.Cwnd() != want || h.s.Ssthresh() != want {
@@ -244,6 +247,27 @@ func TestSendFastRetransmitThreeMisses(t *testing.T) {
 	h.sack(h.s.recoveryExit)
 	if h.s.InFastRecovery() {
 		t.Fatal("still in Fast Recovery at the exit point")
+	}
+}
+
+func TestSendReorderingStopsThreeMisses(t *testing.T) {
+	// RFC 8985 §6.2 step 4: "if some reordering has been observed, then
+	// RACK does not trigger fast recovery based on DupThresh".
+	h := sndLossSetup(t, 10)
+	h.s.rack.reorderingSeen = true
+	h.advance(sndTestRTT)
+	for i, end := range []uint16{2, 3, 4, 5, 6} {
+		if r := h.sack(999, [2]uint16{2, end}); r.Lost != 0 {
+			t.Fatalf("SACK %d: Lost = %d inside the reordering window", i+1, r.Lost)
+		}
+		h.advance(time.Millisecond)
+	}
+	// RACK decides when the window has passed: min_RTT/4 after the
+	// chunks were sent together.
+	h.at(h.s.RACKDeadline())
+	h.s.OnTimeout(h.now)
+	if got := h.send(); len(got) == 0 || got[0] != 1000 {
+		t.Fatalf("after the RACK timer sent %v, want 1000", got)
 	}
 }
 
