@@ -40,22 +40,21 @@ func (s *Sender) ccReduce() {
 // (§7.2.1, §7.2.2). preFlight is the flightsize before the SACK; advanced
 // says whether the SACK moved the Cumulative TSN Ack Point.
 func (s *Sender) ccOnAck(bytesAcked, preFlight int, advanced bool) {
-	if bytesAcked == 0 || s.recovery == ccFast {
-		// §7.2.1: cwnd grows "only if ... the data sender is not in Fast
-		// Recovery". Congestion avoidance does not grow it there either:
-		// the window is being repaired, not probed.
+	if bytesAcked == 0 {
 		return
 	}
 	if s.cwnd <= s.ssthresh {
 		// §7.2.1: "When cwnd is less than or equal to ssthresh, an SCTP
 		// endpoint MUST use the slow-start algorithm to increase cwnd only
-		// if the current congestion window is being fully utilized".
-		// Fully utilized: before the SACK there was no room for one more
-		// full-size chunk. The increase is "at most, the lesser of (1) the
-		// total size of the previously outstanding DATA chunk(s)
-		// acknowledged and (2) L times the destination's PMDCS", on a SACK
-		// that advances the Cumulative TSN Ack Point.
-		if advanced && preFlight+s.pmdcs > s.cwnd {
+		// if the current congestion window is being fully utilized and
+		// the data sender is not in Fast Recovery". Fully utilized: before
+		// the SACK there was no room for one more full-size chunk. The
+		// increase is "at most, the lesser of (1) the total size of the
+		// previously outstanding DATA chunk(s) acknowledged and (2) L
+		// times the destination's PMDCS", on a SACK that advances the
+		// Cumulative TSN Ack Point. Fast Recovery sets cwnd = ssthresh, so
+		// cwnd does not grow until it ends.
+		if advanced && s.recovery != ccFast && preFlight+s.pmdcs > s.cwnd {
 			s.cwnd += min(bytesAcked, s.cfg.L*s.pmdcs)
 		}
 		return

@@ -100,8 +100,6 @@ import (
 //   - partial_bytes_acked does not count the bytes of Duplicate TSNs that
 //     §7.2.2 adds: a duplicate is the result of a spurious retransmission
 //     and crediting it would grow cwnd for sending twice.
-//   - cwnd does not grow during Fast Recovery in congestion avoidance
-//     either (§7.2 allows being more conservative).
 //   - RTT measurement (C4, C5) times one chunk per round trip: the timed
 //     chunk is the first new chunk sent while none is timed, and the
 //     measurement is dropped when a chunk at or below it is retransmitted.
@@ -172,6 +170,7 @@ type Sender struct {
 	// Failure detection (§8.1).
 	errorCount int
 	lastAck    sndTime // when a SACK last acknowledged new data
+	busySince  sndTime // when data last became outstanding after none was
 	lastSACK   sndTime // when a SACK was last accepted
 
 	released []ReleasedChunk
@@ -544,6 +543,9 @@ func (s *Sender) sndTransmit(t sndTime, tsn TSN, e *sndEntry, rtx bool) {
 			s.timing = false
 		}
 	} else {
+		if s.nextSend == s.cumAck+1 {
+			s.busySince = t
+		}
 		e.st |= sndSent
 		s.nextSend++
 		if !s.timing {
@@ -1011,6 +1013,19 @@ func (s *Sender) ErrorCount() int { return s.errorCount }
 // time if none has; with data outstanding, the run loop declares the peer
 // dead when this is older than its time bound.
 func (s *Sender) LastAck() time.Time { return s.time(s.lastAck) }
+
+// SilentSince returns the zero time when no data is outstanding, and
+// otherwise the time since which the peer has acknowledged nothing new:
+// when a SACK last acknowledged new data or, if later, when data became
+// outstanding after none was. The run loop reports the peer dead when
+// now - SilentSince() exceeds its time bound, whatever the error counter
+// says.
+func (s *Sender) SilentSince() time.Time {
+	if !s.Outstanding() {
+		return time.Time{}
+	}
+	return s.time(max(s.lastAck, s.busySince))
+}
 
 // NextDeadline returns the earliest armed deadline (T3-rtx, the RACK
 // reordering timer, the PTO, the zero window probe), or the zero time.

@@ -1076,3 +1076,36 @@ func TestSendIBit(t *testing.T) {
 		t.Fatalf("I bits %v, want only on the chunk that fills cwnd", flags)
 	}
 }
+
+func TestSendSilentSince(t *testing.T) {
+	h := newSndHarness(t, SenderConfig{})
+	if !h.s.SilentSince().IsZero() {
+		t.Fatal("SilentSince set with nothing outstanding")
+	}
+	h.queue(4)
+	h.send()
+	sent := h.now
+	if !h.s.SilentSince().Equal(sent) {
+		t.Fatalf("SilentSince = %v, want the first transmission %v", h.s.SilentSince(), sent)
+	}
+	h.advance(sndTestRTT)
+	h.sack(1001)
+	if !h.s.SilentSince().Equal(h.now) {
+		t.Fatalf("SilentSince = %v, want the last acknowledgement %v", h.s.SilentSince(), h.now)
+	}
+	// A SACK acknowledging nothing new does not move it.
+	acked := h.now
+	h.advance(time.Second)
+	h.sack(1001)
+	if !h.s.SilentSince().Equal(acked) {
+		t.Fatalf("SilentSince = %v after a SACK with nothing new, want %v", h.s.SilentSince(), acked)
+	}
+	h.sack(1003)
+	// After an idle hour, new data starts the count again.
+	h.advance(time.Hour)
+	h.queue(1)
+	h.send()
+	if !h.s.SilentSince().Equal(h.now) {
+		t.Fatalf("SilentSince = %v after idling, want %v", h.s.SilentSince(), h.now)
+	}
+}
