@@ -16,22 +16,30 @@ type byteOrder interface {
 	binary.AppendByteOrder
 }
 
-const realCapture = "testdata/siw-rping-mpa-rev1.pcap"
+// realCapture is the project's capture of its rping client against Linux
+// siw's rping server (internal/rping's interop test records it): one TCP
+// connection, nanosecond timestamps, Ethernet.
+const realCapture = "../../cmd/iwarp/testdata/siw-terminate.pcap"
 
 func readCapture(t *testing.T) []byte {
 	t.Helper()
 	b, err := os.ReadFile(realCapture)
 	if err != nil {
-		t.Skipf("capture not available: %v", err)
+		t.Fatal(err)
 	}
 	return b
 }
 
 func TestRealCapture(t *testing.T) {
 	b := readCapture(t)
+	// A little-endian pcap header with the nanosecond magic, version 2.4,
+	// snaplen 262144, link type 1 (Ethernet).
+	if want := []byte{0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0}; !bytes.Equal(b[:24], want) {
+		t.Fatalf("file header %x", b[:24])
+	}
 	r, err := NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || r.IsPcapNG() {
+		t.Fatalf("NewReader: %v, pcapng %v", err, r != nil && r.IsPcapNG())
 	}
 	var pkts []Packet
 	var segs []Segment
@@ -43,9 +51,11 @@ func TestRealCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.LinkType != LinkEthernet {
-			t.Fatalf("link type %v", p.LinkType)
+		if p.LinkType != LinkEthernet || p.OrigLen != len(p.Data) {
+			t.Fatalf("packet %d: link type %v, %d of %d octets", len(pkts)+1, p.LinkType, len(p.Data), p.OrigLen)
 		}
+		// Data is valid until the next call of Next.
+		p.Data = bytes.Clone(p.Data)
 		s, err := DecodeTCP(p.LinkType, p.Data)
 		if err != nil {
 			t.Fatalf("packet %d: %v", len(pkts)+1, err)
@@ -53,22 +63,84 @@ func TestRealCapture(t *testing.T) {
 		pkts = append(pkts, p)
 		segs = append(segs, s)
 	}
-	if len(pkts) != 15 {
-		t.Fatalf("%d packets, want 15", len(pkts))
+	// tshark -T fields -e frame.len -e ip.src -e tcp.seq_raw -e
+	// tcp.ack_raw -e tcp.flags -e tcp.len -e frame.time_relative: the
+	// handshake, the MPA Request and Reply, ten FPDUs each acknowledged,
+	// the FINs.
+	const c2s, s2c = true, false
+	want := []struct {
+		fromClient bool
+		frameLen   int
+		seq, ack   uint32
+		flags      uint8
+		payload    int
+		since      time.Duration
+	}{
+		{c2s, 58, 0x10000000, 0, 0x02, 0, 0},
+		{s2c, 58, 0x20000000, 0x10000001, 0x12, 0, 0},
+		{c2s, 54, 0x10000001, 0x20000001, 0x10, 0, 0},
+		{c2s, 78, 0x10000001, 0x20000001, 0x18, 24, 0},
+		{s2c, 54, 0x20000001, 0x10000019, 0x10, 0, 0},
+		{s2c, 78, 0x20000001, 0x10000019, 0x18, 24, 58777178},
+		{c2s, 54, 0x10000019, 0x20000019, 0x10, 0, 58777178},
+		{c2s, 94, 0x10000019, 0x20000019, 0x18, 40, 161122434},
+		{s2c, 54, 0x20000019, 0x10000041, 0x10, 0, 161122434},
+		{s2c, 106, 0x20000019, 0x10000041, 0x18, 52, 169822343},
+		{c2s, 54, 0x10000041, 0x2000004d, 0x10, 0, 169822343},
+		{c2s, 138, 0x10000041, 0x2000004d, 0x18, 84, 169953870},
+		{s2c, 54, 0x2000004d, 0x10000095, 0x10, 0, 169953870},
+		{s2c, 94, 0x2000004d, 0x10000095, 0x18, 40, 176917773},
+		{c2s, 54, 0x10000095, 0x20000075, 0x10, 0, 176917773},
+		{c2s, 94, 0x10000095, 0x20000075, 0x18, 40, 177012361},
+		{s2c, 54, 0x20000075, 0x100000bd, 0x10, 0, 177012361},
+		{s2c, 138, 0x20000075, 0x100000bd, 0x18, 84, 178960275},
+		{c2s, 54, 0x100000bd, 0x200000c9, 0x10, 0, 178960275},
+		{s2c, 94, 0x200000c9, 0x100000bd, 0x18, 40, 180185182},
+		{c2s, 54, 0x100000bd, 0x200000f1, 0x10, 0, 180185182},
+		{c2s, 94, 0x100000bd, 0x200000f1, 0x18, 40, 180285290},
+		{s2c, 54, 0x200000f1, 0x100000e5, 0x10, 0, 180285290},
+		{c2s, 94, 0x100000e5, 0x200000f1, 0x18, 40, 180313844},
+		{s2c, 54, 0x200000f1, 0x1000010d, 0x10, 0, 180313844},
+		{s2c, 102, 0x200000f1, 0x1000010d, 0x18, 48, 182283418},
+		{c2s, 54, 0x1000010d, 0x20000121, 0x10, 0, 182283418},
+		{c2s, 54, 0x1000010d, 0x20000121, 0x11, 0, 182283418},
+		{s2c, 54, 0x20000121, 0x1000010e, 0x11, 0, 182283418},
+		{c2s, 54, 0x1000010e, 0x20000122, 0x10, 0, 182283418},
 	}
-	// tshark: "1 0.000000 10.10.1.1 → 10.10.1.2 TCP 74 42742 → 9999 [SYN]"
-	client := netip.MustParseAddrPort("10.10.1.1:42742")
-	server := netip.MustParseAddrPort("10.10.1.2:9999")
-	if segs[0].Src != client || segs[0].Dst != server || segs[0].Flags != FlagSYN || segs[0].Seq != 0x688ff453 {
-		t.Fatalf("first segment %v", segs[0])
+	if len(pkts) != len(want) {
+		t.Fatalf("%d packets, tshark shows %d", len(pkts), len(want))
 	}
-	if d := pkts[3].Time.Sub(pkts[0].Time); d != 1491*time.Microsecond {
-		t.Fatalf("packet 4 at +%v, tshark says 0.001491", d)
+	// tshark: "1 0.000000000 10.0.2.2 → 10.0.2.15 TCP 58 40000 → 7174 [SYN]",
+	// at 1795541423.489158122 (frame.time_epoch).
+	client := netip.MustParseAddrPort("10.0.2.2:40000")
+	server := netip.MustParseAddrPort("10.0.2.15:7174")
+	if t0 := time.Unix(1795541423, 489158122); !pkts[0].Time.Equal(t0) {
+		t.Fatalf("packet 1 at %v, tshark says %v", pkts[0].Time, t0)
 	}
-	// Packet 14 is a 60-octet frame (Ethernet padding) carrying a RST:
-	// the IPv4 Total Length cuts the padding away.
-	if segs[13].Flags&FlagRST == 0 || len(segs[13].Payload) != 0 {
-		t.Fatalf("packet 14 %v", segs[13])
+	for i, w := range want {
+		s, p := segs[i], pkts[i]
+		src, dst := client, server
+		if !w.fromClient {
+			src, dst = server, client
+		}
+		if s.Src != src || s.Dst != dst || len(p.Data) != w.frameLen || s.Seq != w.seq || s.Ack != w.ack ||
+			s.Flags != w.flags || len(s.Payload) != w.payload || s.Window != 65535 {
+			t.Errorf("packet %d: %v, %d octets; tshark shows %+v", i+1, s, len(p.Data), w)
+		}
+		if d := p.Time.Sub(pkts[0].Time); d != w.since {
+			t.Errorf("packet %d at +%v, tshark says +%v", i+1, d, w.since)
+		}
+	}
+
+	// Ethernet pads a frame to 60 octets; the IPv4 Total Length cuts the
+	// padding away. Packet 3 (a bare ACK of 54 octets) and packet 4 (the
+	// MPA Request) padded with junk decode as they are.
+	for _, i := range []int{2, 3} {
+		padded := append(bytes.Clone(pkts[i].Data), 0xde, 0xad, 0xbe, 0xef, 0xde, 0xad)
+		s, err := DecodeTCP(LinkEthernet, padded)
+		if err != nil || !bytes.Equal(s.Payload, segs[i].Payload) || s.Seq != segs[i].Seq || s.Flags != segs[i].Flags {
+			t.Fatalf("packet %d padded: %v %v", i+1, s, err)
+		}
 	}
 
 	streams, err := ReadStreams(bytes.NewReader(b))
@@ -78,24 +150,61 @@ func TestRealCapture(t *testing.T) {
 	if len(streams) != 2 {
 		t.Fatalf("%d streams", len(streams))
 	}
-	c2s := Lookup(streams, Flow{Src: client, Dst: server})
-	s2c := Lookup(streams, Flow{Src: server, Dst: client})
-	if c2s == nil || s2c == nil {
+	c2sStream := Lookup(streams, Flow{Src: client, Dst: server})
+	s2cStream := Lookup(streams, Flow{Src: server, Dst: client})
+	if c2sStream == nil || s2cStream == nil {
 		t.Fatal("streams missing")
 	}
-	// Request (20) + four Sends of 40 octets; Reply (20) + a Read Request
-	// FPDU of 52 (ULPDU_Length 46).
-	if len(c2s.Data) != 180 || len(s2c.Data) != 72 {
-		t.Fatalf("stream lengths %d, %d", len(c2s.Data), len(s2c.Data))
+	// Client: Request (20 + 4 octets of enhanced data), Sends of 40, a
+	// Read Response of 84, Sends of 40 (24 + 40 + 84 + 3*40). Server:
+	// Reply (24), a Read Request of 52, a Send of 40, an RDMA Write of 84,
+	// a Send of 40, a Terminate of 48.
+	if len(c2sStream.Data) != 268 || len(s2cStream.Data) != 288 {
+		t.Fatalf("stream lengths %d, %d", len(c2sStream.Data), len(s2cStream.Data))
 	}
-	if string(c2s.Data[:16]) != "MPA ID Req Frame" || string(s2c.Data[:16]) != "MPA ID Rep Frame" {
+	// Each stream is its direction's payloads in order.
+	for _, st := range []*Stream{c2sStream, s2cStream} {
+		var data []byte
+		for _, s := range segs {
+			if s.Src == st.Flow.Src {
+				data = append(data, s.Payload...)
+			}
+		}
+		if !bytes.Equal(st.Data, data) || st.Err != nil {
+			t.Fatalf("%v: stream %x (%v), payloads %x", st.Flow, st.Data, st.Err, data)
+		}
+	}
+	if string(c2sStream.Data[:16]) != "MPA ID Req Frame" || string(s2cStream.Data[:16]) != "MPA ID Rep Frame" {
 		t.Fatal("streams do not start with the MPA frames")
 	}
-	if !c2s.SYN || c2s.ISN != 0x688ff453 || !s2c.SYN || !s2c.FIN || !s2c.RST || c2s.FIN {
-		t.Fatalf("flags: %+v %+v", c2s, s2c)
+	if !c2sStream.SYN || c2sStream.ISN != 0x10000000 || !s2cStream.SYN || s2cStream.ISN != 0x20000000 ||
+		!c2sStream.FIN || !s2cStream.FIN || c2sStream.RST || s2cStream.RST {
+		t.Fatalf("flags: %+v %+v", c2sStream, s2cStream)
 	}
-	if got := c2s.TimeAt(20); !got.Equal(pkts[7].Time) {
-		t.Fatalf("TimeAt(20) = %v, want packet 8's %v", got, pkts[7].Time)
+	// The payload-carrying packets of each direction begin its chunks.
+	for _, tc := range []struct {
+		st   *Stream
+		offs []int
+		pkts []int // 1-based, as tshark numbers them
+	}{
+		{c2sStream, []int{0, 24, 64, 148, 188, 228}, []int{4, 8, 12, 16, 22, 24}},
+		{s2cStream, []int{0, 24, 76, 116, 200, 240}, []int{6, 10, 14, 18, 20, 26}},
+	} {
+		if len(tc.st.Chunks) != len(tc.offs) {
+			t.Fatalf("%v: chunks %v", tc.st.Flow, tc.st.Chunks)
+		}
+		for i, off := range tc.offs {
+			when := pkts[tc.pkts[i]-1].Time
+			if c := tc.st.Chunks[i]; c.Offset != off || !c.Time.Equal(when) {
+				t.Errorf("%v: chunk %d is %+v, want offset %d at packet %d's %v", tc.st.Flow, i, c, off, tc.pkts[i], when)
+			}
+			if got := tc.st.TimeAt(off + 1); !got.Equal(when) {
+				t.Errorf("%v: TimeAt(%d) = %v, want packet %d's %v", tc.st.Flow, off+1, got, tc.pkts[i], when)
+			}
+		}
+	}
+	if got := c2sStream.TimeAt(24); !got.Equal(pkts[7].Time) {
+		t.Fatalf("TimeAt(24) = %v, want packet 8's %v", got, pkts[7].Time)
 	}
 }
 
