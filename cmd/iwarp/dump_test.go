@@ -17,19 +17,17 @@ import (
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
-// siwCapture is a real capture of a user-space client and Linux siw's
-// rping server; it lives outside the repository.
+// siwCapture is a real capture of the project's rping client against
+// Linux siw's rping server (internal/rping's interop test records it): MPA
+// Rev 2 with CRCs on and Markers off, IRD 1 ORD 1; Sends, an RDMA Read
+// Request and Response, an RDMA Write, and siw's Terminate.
 func siwCapture(t *testing.T) string {
-	for _, p := range []string{
-		filepath.Join("..", "..", "..", "shared", "captures", "siw-rping-mpa-rev1.pcap"),
-		"/work/shared/captures/siw-rping-mpa-rev1.pcap",
-	} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	t.Helper()
+	const file = "testdata/siw-terminate.pcap"
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal(err)
 	}
-	t.Skip("siw capture not available")
-	return ""
+	return file
 }
 
 func dumpJSON(t *testing.T, file string) []map[string]any {
@@ -60,47 +58,177 @@ func dumpJSONTry(t *testing.T, file string) ([]map[string]any, error) {
 
 func TestDumpSiw(t *testing.T) {
 	file := siwCapture(t)
-	recs := dumpJSON(t, file)
-	var kinds, ops []string
-	for _, r := range recs {
-		kinds = append(kinds, r["kind"].(string))
-		if op, ok := r["op"].(string); ok {
-			ops = append(ops, op)
+	recs := dumpRecords(t, file)
+	const client, server = "10.0.2.2:40000", "10.0.2.15:7174"
+	// What the capture holds, in its order; every FPDU is one TCP segment
+	// and every message one DDP segment (L set).
+	type want struct {
+		kind, src string
+		len       int
+		ddp       string // tagged: "stag/to"; untagged: "qn/msn/mo"
+		opcode    int
+		op        string
+		payload   int
+	}
+	wants := []want{
+		{"mpa_request", client, 24, "", 0, "", 0},
+		{"mpa_reply", server, 24, "", 0, "", 0},
+		{"fpdu", client, 40, "0/1/0", 3, "Send", 16},
+		{"fpdu", server, 52, "1/1/0", 1, "RDMA Read Request", 28},
+		{"fpdu", client, 84, "3521144064/94155401899824", 2, "RDMA Read Response", 64},
+		{"fpdu", server, 40, "0/1/0", 3, "Send", 16},
+		{"fpdu", client, 40, "0/2/0", 3, "Send", 16},
+		{"fpdu", server, 84, "934776578/1048576", 0, "RDMA Write", 64},
+		{"fpdu", server, 40, "0/2/0", 3, "Send", 16},
+		{"fpdu", client, 40, "0/3/0", 3, "Send", 16},
+		{"fpdu", client, 40, "0/4/0", 3, "Send", 16},
+		{"fpdu", server, 48, "2/1/0", 7, "Terminate", 24},
+	}
+	if len(recs) != len(wants) {
+		t.Fatalf("%d records, want %d: %v", len(recs), len(wants), recs)
+	}
+	var fpdus []map[string]any
+	for i, w := range wants {
+		r := recs[i]
+		dst := server
+		if w.src == server {
+			dst = client
 		}
-		if r["kind"] == "fpdu" && r["crc"] != "off" {
-			t.Errorf("CRC %v in a capture without CRCs", r["crc"])
+		if field(r, "kind") != w.kind || field(r, "src") != w.src || field(r, "dst") != dst || field(r, "len") != fmt.Sprint(w.len) ||
+			field(r, "n") != fmt.Sprint(i+1) || field(r, "conn") != "1" || field(r, "transport") != "tcp" {
+			t.Errorf("record %d: %v, want %+v", i, r, w)
+		}
+		if w.kind != "fpdu" {
+			if note := field(r, "note"); !strings.Contains(note, "revision 2, CRC on, Markers off, IRD 1 ORD 1, 0 bytes of private data") {
+				t.Errorf("record %d: note %q", i, note)
+			}
+			continue
+		}
+		fpdus = append(fpdus, r)
+		// CRCs are on: each FPDU's CRC field is checked.
+		if field(r, "crc") != "good" || field(r, "ddp.last") != "true" {
+			t.Errorf("record %d: crc %s, last %s", i, field(r, "crc"), field(r, "ddp.last"))
+		}
+		tagged := strings.Count(w.ddp, "/") == 1
+		ddp := field(r, "ddp.qn") + "/" + field(r, "ddp.msn") + "/" + field(r, "ddp.mo")
+		if tagged {
+			ddp = field(r, "ddp.stag") + "/" + field(r, "ddp.to")
+		}
+		if field(r, "ddp.tagged") != fmt.Sprint(tagged) || ddp != w.ddp || field(r, "opcode") != fmt.Sprint(w.opcode) ||
+			field(r, "op") != w.op || field(r, "payload_len") != fmt.Sprint(w.payload) {
+			t.Errorf("record %d: %v, want %+v", i, r, w)
 		}
 	}
-	if got := strings.Join(kinds, ","); got != "mpa_request,mpa_reply,fpdu,fpdu,fpdu,fpdu,fpdu" {
-		t.Errorf("kinds %s", got)
+	// The Read Request reads the client's ping (STag 0xff238f14, TO
+	// 0x200000) into the client's sink, where the Read Response places it.
+	for k, v := range map[string]string{"sink_stag": "3521144064", "sink_to": "94155401899824", "size": "64", "src_stag": "4280520468", "src_to": "2097152"} {
+		if got := field(recs[3], "read_request."+k); got != v {
+			t.Errorf("read request %s = %q, want %s", k, got, v)
+		}
 	}
-	if got := strings.Join(ops, ","); got != "Send,Send,RDMA Read Request,Send,Send" {
-		t.Errorf("ops %s", got)
-	}
-	rr := recs[4]["read_request"].(map[string]any)
-	if rr["size"] != float64(64) {
-		t.Errorf("read request %v", rr)
+	// The Terminate as the RFC reads it: layer 2 (LLP), type 1, code 2.
+	if tm := field(recs[11], "terminate.layer") + "/" + field(recs[11], "terminate.etype") + "/" + field(recs[11], "terminate.ecode"); tm != "2/1/2" {
+		t.Errorf("terminate %s", tm)
 	}
 	stdout, _, code := runIwarp(t, "dump", file)
-	if code != 0 || !strings.Contains(stdout, "asks the peer for 64 bytes") || !strings.Contains(stdout, "MSN 4") {
+	if code != 0 || !strings.Contains(stdout, "asks the peer for 64 bytes") || !strings.Contains(stdout, "MSN 4") ||
+		strings.Count(stdout, "CRC good") != 10 || !strings.Contains(stdout, "RDMAP Terminate payload 24") {
 		t.Errorf("text dump:\n%s", stdout)
 	}
 
 	// The same capture as pcapng decodes the same.
-	editcap, err := exec.LookPath("editcap")
-	if err != nil {
-		return
-	}
-	ng := filepath.Join(t.TempDir(), "siw.pcapng")
-	if out, err := exec.Command(editcap, "-F", "pcapng", file, ng).CombinedOutput(); err != nil {
-		t.Fatalf("editcap: %v %s", err, out)
-	}
-	ngRecs := dumpJSON(t, ng)
-	a, _ := json.Marshal(recs)
-	b, _ := json.Marshal(ngRecs)
-	if !bytes.Equal(a, b) {
-		t.Errorf("pcapng decodes differently:\n%s\n%s", a, b)
-	}
+	t.Run("pcapng", func(t *testing.T) {
+		editcap, err := exec.LookPath("editcap")
+		if err != nil {
+			t.Skip("editcap not installed")
+		}
+		ng := filepath.Join(t.TempDir(), "siw.pcapng")
+		if out, err := exec.Command(editcap, "-F", "pcapng", file, ng).CombinedOutput(); err != nil {
+			t.Fatalf("editcap: %v %s", err, out)
+		}
+		a, _ := json.Marshal(recs)
+		b, _ := json.Marshal(dumpRecords(t, ng))
+		if !bytes.Equal(a, b) {
+			t.Errorf("pcapng decodes differently:\n%s\n%s", a, b)
+		}
+	})
+
+	// tshark finds the same FPDUs with the same fields, and a good CRC in
+	// each.
+	t.Run("tshark", func(t *testing.T) {
+		tshark := tsharkPath(t)
+		fields := []string{"ip.src", "tcp.srcport", "tcp.len", "iwarp_mpa.ulpdulength",
+			"iwarp_ddp.tagged_flag", "iwarp_ddp.last_flag", "iwarp_ddp.stag", "iwarp_ddp.tagged_offset",
+			"iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.mo", "iwarp_rdma.opcode",
+			"iwarp_rdma.sinkstag", "iwarp_rdma.sinkto", "iwarp_rdma.rdmardsz", "iwarp_rdma.srcstag", "iwarp_rdma.srcto",
+			"iwarp_rdma.term_layer", "iwarp_rdma.term_etype_llp", "iwarp_rdma.term_errcode", "data.len"}
+		args := append([]string{"-r", file, "-Y", "iwarp_mpa.fpdu", "-T", "fields", "-E", "separator=|"}, tsharkArgs...)
+		for _, f := range fields {
+			args = append(args, "-e", f)
+		}
+		out, err := exec.Command(tshark, args...).Output()
+		if err != nil {
+			t.Fatalf("tshark: %v", err)
+		}
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if len(lines) != len(fpdus) {
+			t.Fatalf("tshark finds %d FPDUs, dump %d:\n%s", len(lines), len(fpdus), out)
+		}
+		bit := map[string]string{"true": "1", "false": "0"}
+		for i, line := range lines {
+			r := fpdus[i]
+			vals := strings.Split(line, "|")
+			if len(vals) != len(fields) {
+				t.Fatalf("tshark line %q", line)
+			}
+			tv := map[string]string{}
+			for j, f := range fields {
+				tv[f] = vals[j]
+			}
+			// The fields that apply to this FPDU, with dump's value.
+			d := map[string]string{
+				"tcp.len": field(r, "len"), "iwarp_ddp.tagged_flag": bit[field(r, "ddp.tagged")],
+				"iwarp_ddp.last_flag": bit[field(r, "ddp.last")], "iwarp_rdma.opcode": field(r, "opcode"),
+			}
+			// ULPDU_Length: the DDP header (14 octets tagged, 18
+			// untagged) and the payload.
+			hdr := 18
+			if field(r, "ddp.tagged") == "true" {
+				hdr = 14
+				d["iwarp_ddp.stag"], d["iwarp_ddp.tagged_offset"] = field(r, "ddp.stag"), field(r, "ddp.to")
+			} else {
+				d["iwarp_ddp.qn"], d["iwarp_ddp.msn"], d["iwarp_ddp.mo"] = field(r, "ddp.qn"), field(r, "ddp.msn"), field(r, "ddp.mo")
+			}
+			var payload int
+			fmt.Sscan(field(r, "payload_len"), &payload)
+			d["iwarp_mpa.ulpdulength"] = fmt.Sprint(hdr + payload)
+			switch field(r, "op") {
+			case "RDMA Read Request":
+				d["iwarp_rdma.sinkstag"], d["iwarp_rdma.sinkto"], d["iwarp_rdma.rdmardsz"] = field(r, "read_request.sink_stag"), field(r, "read_request.sink_to"), field(r, "read_request.size")
+				d["iwarp_rdma.srcstag"], d["iwarp_rdma.srcto"] = field(r, "read_request.src_stag"), field(r, "read_request.src_to")
+			case "Terminate":
+				d["iwarp_rdma.term_layer"], d["iwarp_rdma.term_etype_llp"], d["iwarp_rdma.term_errcode"] = field(r, "terminate.layer"), field(r, "terminate.etype"), field(r, "terminate.ecode")
+			default:
+				d["data.len"] = field(r, "payload_len")
+			}
+			if src := tv["ip.src"] + ":" + tv["tcp.srcport"]; src != field(r, "src") {
+				t.Errorf("FPDU %d: tshark's source %s, dump's %s", i, src, field(r, "src"))
+			}
+			for _, f := range fields[2:] {
+				want, applies := d[f]
+				if applies != (tv[f] != "") || (applies && !sameNum(tv[f], want)) {
+					t.Errorf("FPDU %d: tshark %s = %q, dump %q", i, f, tv[f], want)
+				}
+			}
+		}
+		out, err = exec.Command(tshark, append([]string{"-r", file, "-V"}, tsharkArgs...)...).Output()
+		if err != nil {
+			t.Fatalf("tshark: %v", err)
+		}
+		if n := strings.Count(string(out), "(Good CRC32)"); n != len(fpdus) || strings.Contains(string(out), "Bad CRC32") || strings.Contains(string(out), "Malformed") {
+			t.Errorf("tshark finds %d good CRCs in %d FPDUs:\n%s", n, len(fpdus), out)
+		}
+	})
 }
 
 func TestDumpErrors(t *testing.T) {
@@ -152,22 +280,29 @@ func TestDumpErrors(t *testing.T) {
 		if gw == nil {
 			gw, _ = pcapfile.NewWriter(&gapped, p.LinkType)
 		}
-		if i != 8 { // the client's second Send
+		if i != 15 { // packet 16, the client's second Send
 			gw.WritePacket(p.Time, p.Data)
 		}
 	}
 	gap := filepath.Join(dir, "gap.pcap")
 	os.WriteFile(gap, gapped.Bytes(), 0o644)
 	recs := dumpJSON(t, gap)
-	var kinds []string
+	var kinds, ops []string
 	for _, r := range recs {
 		kinds = append(kinds, r["kind"].(string))
-		if r["kind"] == "error" && (!strings.Contains(r["note"].(string), "misses 40 bytes") || r["conn"] != float64(1)) {
+		if op, ok := r["op"].(string); ok {
+			ops = append(ops, op)
+		}
+		if r["kind"] == "error" && (!strings.Contains(r["note"].(string), "misses 40 bytes at stream offset 148") || r["conn"] != float64(1) || r["src"] != "10.0.2.2:40000") {
 			t.Errorf("gap reported as %v", r)
 		}
 	}
-	if got := strings.Join(kinds, ","); got != "mpa_request,mpa_reply,fpdu,error,fpdu" {
+	// The client's direction stops at the gap; the server's goes on.
+	if got := strings.Join(kinds, ","); got != "mpa_request,mpa_reply,fpdu,fpdu,fpdu,error,fpdu,fpdu,fpdu,fpdu" {
 		t.Errorf("capture with a gap: %s", got)
+	}
+	if got := strings.Join(ops, ","); got != "Send,RDMA Read Request,RDMA Read Response,Send,RDMA Write,Send,Terminate" {
+		t.Errorf("capture with a gap: ops %s", got)
 	}
 
 	// Usage.
