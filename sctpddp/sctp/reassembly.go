@@ -245,7 +245,9 @@ func (r *Receiver) reasmComplete(m reasmMsg, tsn uint32) error {
 	}
 	if m.ssn != s.nextSSN[m.sid] {
 		i, found := r.reasmHeldAt(m.sid, m.ssn)
-		if found {
+		if found || m.ssn.Before(s.nextSSN[m.sid]) {
+			// Another message with this SSN is held, or was delivered
+			// while this one was reassembled.
 			r.heldBytes -= uint64(len(m.buf))
 			s.pool.put(m.buf)
 			return &RecvError{Cause: chunk.CauseProtocolViolation, TSN: tsn, StreamID: m.sid, Reason: "two messages with one SSN"}

@@ -191,6 +191,7 @@ func TestRecvErrors(t *testing.T) {
 		{"old SSN", []chunk.Data{recvD(7, 0, 0, 0, "a")}, recvD(8, 0, 0, 0, "b"), chunk.CauseProtocolViolation},
 		{"old SSN fragment", []chunk.Data{recvD(7, 0, 0, 0, "a")}, recvD(8, 0, 0, recvB, "b"), chunk.CauseProtocolViolation},
 		{"one SSN twice", []chunk.Data{recvD(8, 0, 1, 0, "a")}, recvD(9, 0, 1, 0, "b"), chunk.CauseProtocolViolation},
+		{"one SSN delivered while reassembled", []chunk.Data{recvD(8, 0, 0, recvB, "a"), recvD(7, 0, 0, 0, "b")}, recvD(9, 0, 0, recvE, "c"), chunk.CauseProtocolViolation},
 		{"one SSN twice, fragmented", []chunk.Data{recvD(8, 0, 1, 0, "a"), recvD(9, 0, 1, recvB, "b")}, recvD(10, 0, 1, recvE, "c"), chunk.CauseProtocolViolation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

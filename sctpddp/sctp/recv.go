@@ -237,6 +237,33 @@ type recvRange struct{ first, last TSN }
 // association by sending an ABORT chunk. The ABORT chunk MAY include the
 // 'Protocol Violation' error cause", RFC 8260 §2.2).
 //
+// Choices where the RFC leaves room, and deviations:
+//
+//   - Every bound a peer can push against (TSNs beyond the Cumulative TSN
+//     Ack, runs of them, fragments and messages held, bytes held) drops
+//     the DATA chunk as one beyond the window is dropped: not
+//     acknowledged, answered by a SACK at once, retransmitted by the
+//     sender. The chunk right after the Cumulative TSN Ack always finds
+//     room for its TSN and, when it is held, one entry more, so that an
+//     honest sender always makes progress.
+//   - The Receiver does not renege. Where §6.2 says that with a window of
+//     0 the receiver "SHOULD drop the largest TSN held for reordering and
+//     accept the new incoming DATA chunk", it accepts a chunk below the
+//     highest TSN without dropping any, up to a quarter of the buffer
+//     beyond it, and drops the chunk beyond that.
+//   - There is no partial delivery API (§6.9): a message larger than
+//     MaxMessageSize ends the association with Out of Resource.
+//   - Every packet with a duplicate TSN is acknowledged at once, with new
+//     DATA or without (the first MUST, the second MAY of §6.2), and so is
+//     every packet that fills a gap.
+//   - Free space below the silly window syndrome threshold is advertised
+//     as 0 and is then a window of 0 for the rule that drops new DATA
+//     beyond the highest TSN.
+//   - An ordered message whose SSN was already delivered, or that shares
+//     its SSN with another message held, is a Protocol Violation: RFC 9260
+//     has the sender number messages one by one (§6.5) and says nothing of
+//     a receiver that sees otherwise.
+//
 // A Receiver is not safe for concurrent use: the association's run loop
 // owns it.
 type Receiver struct {
