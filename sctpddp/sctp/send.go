@@ -38,7 +38,10 @@ import (
 //	for _, c := range r.Released { release(c.Ref) }
 //	// the timer armed at snd.NextDeadline() fires
 //	snd.OnTimeout(now)
-//	if snd.Dead() { abort }
+//	// then Next again
+//	if snd.Dead() || !snd.SilentSince().IsZero() && now.Sub(snd.SilentSince()) > bound {
+//		abort // §8.1: the peer is unreachable
+//	}
 //
 // # Loss detection: the 3-miss rule and RACK together
 //
@@ -213,8 +216,11 @@ type SenderConfig struct {
 	// ms, §16's SACK.Delay.
 	MaxAckDelay time.Duration
 	// MaxChunks bounds the retransmission queue, chunks queued and
-	// outstanding together; rounded up to a power of 2; default 4096.
-	// The ring starts small and doubles as needed up to the bound.
+	// outstanding together; rounded up to a power of 2 and at most 2^20
+	// (far below §6.1's "The data sender MUST NOT use a TSN that is more
+	// than 2^31 - 1 above the beginning TSN of the current send window");
+	// default 4096. The ring starts small and doubles as needed up to the
+	// bound.
 	MaxChunks int
 }
 
@@ -284,7 +290,10 @@ type sndEntry struct {
 	prev, next TSN // xmit_ts list links
 }
 
-const sndMinRing = 64
+const (
+	sndMinRing = 64
+	sndMaxRing = 1 << 20
+)
 
 // NewSender returns a Sender for an association established at now.
 func NewSender(cfg SenderConfig, now time.Time) *Sender {
@@ -319,6 +328,7 @@ func NewSender(cfg SenderConfig, now time.Time) *Sender {
 	if cfg.MaxChunks <= 0 {
 		cfg.MaxChunks = 4096
 	}
+	cfg.MaxChunks = min(cfg.MaxChunks, sndMaxRing)
 	n := sndMinRing
 	for n < cfg.MaxChunks {
 		n *= 2
@@ -368,8 +378,13 @@ func (s *Sender) ent(tsn TSN) *sndEntry { return &s.q[uint32(tsn)&s.mask] }
 // returns it; d.TSN is ignored. d.UserData and ref are kept, not copied,
 // until the chunk is acknowledged cumulatively and HandleSACK returns them
 // in SACKResult.Released. Queue reports false, keeping nothing, when the
-// queue holds SenderConfig.MaxChunks chunks.
+// queue holds SenderConfig.MaxChunks chunks. It panics if the chunk is
+// larger than PMDCS, a programming error of the caller that would stall
+// the association: no packet could carry the chunk.
 func (s *Sender) Queue(d chunk.Data, ref any) (TSN, bool) {
+	if d.Len() > s.pmdcs {
+		panic("sctp: Sender.Queue: DATA chunk larger than PMDCS")
+	}
 	n := uint32(s.nextTSN - s.cumAck - 1)
 	if n == uint32(len(s.q)) {
 		if len(s.q) >= s.cfg.MaxChunks {
@@ -1010,8 +1025,7 @@ func (s *Sender) Dead() bool { return s.errorCount > s.cfg.AssociationMaxRetrans
 func (s *Sender) ErrorCount() int { return s.errorCount }
 
 // LastAck returns when a SACK last acknowledged new data, or the zero
-// time if none has; with data outstanding, the run loop declares the peer
-// dead when this is older than its time bound.
+// time if none has.
 func (s *Sender) LastAck() time.Time { return s.time(s.lastAck) }
 
 // SilentSince returns the zero time when no data is outstanding, and
