@@ -381,3 +381,23 @@ func TestSimReordering(t *testing.T) {
 		t.Errorf("goodput %.2f MB/s under 0.4x the clean %.2f MB/s", r.goodput()/1e6, clean.goodput()/1e6)
 	}
 }
+
+// TestSimInternetPath runs the transfer over a 40 ms RTT, 20 Mbit/s path
+// with a 1 % loss each way, for the figures: a longer path, where RTO is
+// above RTO.Min and slow start matters.
+func TestSimInternetPath(t *testing.T) {
+	for _, loss := range []float64{0, 0.01} {
+		cfg := simDefaults(loss, 1)
+		cfg.oneWay = 20 * time.Millisecond
+		cfg.bandwidth = 20e6 / 8
+		cfg.queue = 100
+		r := runSim(t, cfg)
+		t.Logf("40 ms RTT, 20 Mbit/s, %.0f%% loss: %v, %.2f MB/s (%.2fx the link), %d packets, %d lost, %d rtx, %d T3, %d PTO, %d RACK timer", loss*100, r.elapsed, r.goodput()/1e6, r.goodput()/cfg.bandwidth, r.packets, r.dropped, r.rtx, r.t3, r.pto, r.rack)
+		if !r.done {
+			t.Fatalf("transfer incomplete: %+v", r)
+		}
+		if r.rtx > 2*r.dropped+2 {
+			t.Errorf("%d retransmissions for %d packets lost", r.rtx, r.dropped)
+		}
+	}
+}
