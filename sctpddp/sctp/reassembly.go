@@ -294,10 +294,14 @@ func (r *Receiver) reasmDeliver(msg RecvMessage) {
 	}
 }
 
-// Buffer classes of reasmPool: powers of two from 512 bytes to 1 MiB.
-// Larger buffers are allocated to size and not pooled.
+// Buffer classes of reasmPool: powers of two from 64 bytes to 1 MiB.
+// Larger buffers are allocated to size and not pooled. A held chunk's
+// buffer is at most twice its bytes or 64, so that MaxHeldChunks tiny
+// chunks cost about as much memory as a full window: in all, the buffers
+// held stay below 2 * (BufferSize + BufferSize/4) + 64 * MaxHeldChunks,
+// and those pooled below BufferSize.
 const (
-	reasmMinShift = 9
+	reasmMinShift = 6
 	reasmMaxShift = 20
 )
 

@@ -1,6 +1,7 @@
 package sctp
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,69 @@ func TestRecvConfig(t *testing.T) {
 		t.Fatalf("defaults: a_rwnd %d, MaxMessageSize %d, span %d", r.ARwnd(), r.cfg.MaxMessageSize, r.maxSpan)
 	}
 	_ = chunk.TypeData
+}
+
+// TestRecvAttack has a peer try to make the Receiver hold more than its
+// bounds: tiny fragments that never complete, ordered messages far ahead
+// of their SSN, TSNs scattered over the window, and duplicates. The
+// memory held stays within the bounds, and the Receiver still serves the
+// peer once it behaves.
+func TestRecvAttack(t *testing.T) {
+	const buffer = 1 << 16
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	h := newRecvHarness(t, ReceiverConfig{PeerInitialTSN: 1, BufferSize: buffer, InboundStreams: 8})
+	seed := uint32(1)
+	rnd := func(n uint32) uint32 { seed = seed*1664525 + 1013904223; return (seed >> 8) % n }
+	var ssn [8]uint16
+	for range 200000 {
+		tsn := 2 + rnd(1<<17) // TSN 1 never comes: nothing is delivered in order
+		var f chunk.DataFlags
+		switch rnd(4) {
+		case 0:
+			f = recvB
+		case 1:
+			f = recvMiddle
+		case 2:
+			f = recvE
+		}
+		// Each chunk has an SSN of its own on its stream, none of them
+		// 0: no two chunks make a message, no two messages share an SSN.
+		sid := rnd(8)
+		ssn[sid]++
+		d := recvD(tsn, uint16(sid), ssn[sid], f, recvBytes(1+int(rnd(3))))
+		if _, err := h.r.Data(d); err != nil {
+			t.Fatal(err)
+		}
+		h.r.EndPacket(h.now)
+		if rnd(16) == 0 {
+			h.r.AppendSACK(nil, 1500)
+		}
+	}
+	h.got = nil
+	r := h.r
+	if len(r.ranges) > r.maxRanges || r.reasm.entries() > r.cfg.MaxHeldChunks+1 || uint64(r.Held()) > r.hardCap {
+		t.Fatalf("%d ranges (of %d), %d entries (of %d), %d bytes held (of %d)",
+			len(r.ranges), r.maxRanges, r.reasm.entries(), r.cfg.MaxHeldChunks, r.Held(), r.hardCap)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	grown := int64(ms.HeapAlloc) - int64(before)
+	limit := int64(2*(buffer+buffer/4) + 64*r.cfg.MaxHeldChunks + buffer + 48*(r.cfg.MaxHeldChunks+1) + 8*r.maxRanges + 64<<10)
+	t.Logf("after the attack: %d ranges, %d entries, %d bytes held, heap grown by %d (limit %d)",
+		len(r.ranges), r.reasm.entries(), r.Held(), grown, limit)
+	if grown > limit {
+		t.Fatalf("heap grew by %d bytes, beyond %d", grown, limit)
+	}
+	// TSN 1 arrives: the Receiver takes it and delivers it, and whatever
+	// it held on stream 0 that follows it.
+	h.wantRes(h.packet(recvD(1, 0, 0, 0, "ok")), RecvNew)
+	if len(h.got) == 0 || h.got[0] != (recvGot{0, 0, 16, false, "ok"}) {
+		t.Fatalf("delivered %v", h.got)
+	}
+	if s := h.wantSACKNow("gap"); s.CumulativeTSNAck < 1 {
+		t.Fatalf("Cumulative TSN Ack %d", s.CumulativeTSNAck)
+	}
 }
