@@ -530,13 +530,14 @@ func (s *Sender) sndOut(e *sndEntry, probe bool) (chunk.Data, bool) {
 // sndFirstLost returns the lowest TSN marked for retransmission; numLost
 // is not 0.
 func (s *Sender) sndFirstLost() (TSN, *sndEntry) {
-	for tsn := s.lostLow; ; tsn++ {
+	for tsn := s.lostLow; tsn != s.nextSend; tsn++ {
 		e := s.ent(tsn)
 		if e.st&sndLost != 0 {
 			s.lostLow = tsn
 			return tsn, e
 		}
 	}
+	panic("sctp: Sender: the count of chunks marked for retransmission is out of step")
 }
 
 // sndTransmit records a transmission (rtx: a retransmission) of tsn.
