@@ -2,7 +2,7 @@ module github.com/iwarpgo/iwarp
 
 go 1.26
 
-// pion versions (see /work/shared/NOTES.md): pion/sctp v1.11.3 and
+// pion versions: pion/sctp v1.11.3 and
 // webrtc/v4 v4.2.20, released against pion/transport/v5 v5.0.1; dtls/v3
 // v3.1.15 is the newest (v3 rather than v2, which has an unfixed advisory,
 // CVE-2026-26014). The newer pion/sctp v1.12.1 with webrtc/v4 v4.2.26
