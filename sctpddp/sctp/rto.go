@@ -7,10 +7,12 @@ import "time"
 // DefaultRTOMin is 250 ms instead of §16's 1 second. C6 gives the reason
 // for a floor: "RTOs that do not have a high minimum value are
 // susceptible to unnecessary timeouts". The timeout that matters is a
-// lone chunk whose SACK the peer delays: §6.2 lets it wait up to 500 ms
-// and §16 recommends SACK.Delay = 200 ms, the value Linux and pion/sctp
-// use. 250 ms stays above that delay plus a LAN or regional round trip, so
-// a delayed SACK does not fire T3-rtx, while a path whose measured RTO is
+// lone chunk whose SACK the peer delays: §6.2 says the SACK "SHOULD be
+// generated within 200 ms" (SACK.Delay, which may be configured up to 500
+// ms), the delay Linux and pion/sctp use. The Sender sets the I bit where
+// a SACK is wanted at once (RFC 7053), but a peer may ignore it. 250 ms
+// stays above that delay plus a LAN or regional round trip, so a delayed
+// SACK does not fire T3-rtx, while a path whose measured RTO is
 // a few milliseconds (a DTLS/UDP path on a LAN) does not sit idle for a
 // second after a loss nothing else repairs. T3-rtx is the last resort
 // here: RACK-TLP (rack.go) finds lost chunks, lost retransmissions
