@@ -35,8 +35,9 @@ const (
 	// sctpddp default.
 	RecvDefaultBufferSize = 1 << 20
 	// RecvDefaultMaxDuplicateTSNs bounds the Duplicate TSNs a SACK
-	// reports: "the receiver MAY ... report a limited number". Duplicates
-	// beyond it are counted but not listed.
+	// reports. "The duplicate TSN number(s) SHOULD be reported in the
+	// SACK chunk as duplicate" (§6.2): a SHOULD, and a SACK has room for
+	// only so many. Duplicates beyond it are counted but not listed.
 	RecvDefaultMaxDuplicateTSNs = 16
 	// recvMaxSpan is the farthest beyond the Cumulative TSN Ack a TSN can
 	// be and still be reported: Gap Ack Block End is a 16-bit offset.
@@ -228,14 +229,14 @@ type recvRange struct{ first, last TSN }
 // in its INIT, and the Receiver never sees them. A FORWARD TSN from the
 // peer is then a chunk type the association does not support, handled by
 // the upper bits of its type (RFC 9260 §3.2, chunk.Type.Unrecognized):
-// 0xC0 is "skip this chunk and continue processing" with an ERROR
-// reporting Unrecognized Chunk Type; a peer that abandons a TSN that way
-// has it never acknowledged and fails the association by its own
-// retransmission limit. An I-DATA is a protocol violation: "The same
-// applies if I-DATA support has not been negotiated for an association
-// and an I-DATA chunk is received" ("the receiver ... MUST abort the
-// association by sending an ABORT chunk. The ABORT chunk MAY include the
-// 'Protocol Violation' error cause", RFC 8260 §2.2).
+// 0xC0 is "Skip this chunk and continue processing, but report it in an
+// ERROR chunk using the 'Unrecognized Chunk Type' error cause". A peer
+// that abandons a TSN that way has it never acknowledged and fails the
+// association by its own retransmission limit. An I-DATA is a protocol
+// violation: "The same applies if I-DATA support has not been negotiated
+// for an association and an I-DATA chunk is received" ("the receiver ...
+// MUST abort the association by sending an ABORT chunk. The ABORT chunk
+// MAY include the 'Protocol Violation' error cause", RFC 8260 §2.2).
 //
 // Choices where the RFC leaves room, and deviations:
 //
@@ -660,9 +661,9 @@ func (r *Receiver) EndPacket(now time.Time) {
 		// sequence, it SHOULD send a SACK chunk with Gap Ack Blocks
 		// immediately. The data receiver continues sending a SACK chunk
 		// after receipt of each SCTP packet that does not fill the gap"
-		// (§6.7); a packet that fills it is acknowledged at once as well
-		// (RFC 5681 §4.2: "an immediate ACK SHOULD be generated when a
-		// segment arrives that fills in all or part of a gap").
+		// (§6.7); a packet that fills it is acknowledged at once as well,
+		// as RFC 5681 §4.2 (whose delayed acknowledgement §6.2 follows)
+		// has TCP acknowledge a segment that fills in a gap.
 		r.ackNow = true
 	case r.pktImmediate:
 		r.ackNow = true

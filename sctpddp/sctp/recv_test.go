@@ -305,7 +305,8 @@ func TestRecvDuplicates(t *testing.T) {
 	h.wantSACK(h.wantSACKNow("duplicate beyond the gap"), "cum=20 2-2 dup 22")
 }
 
-// TestRecvDuplicateLimit: "the receiver MAY ... report a limited number".
+// TestRecvDuplicateLimit lists at most MaxDuplicateTSNs: "The duplicate
+// TSN number(s) SHOULD be reported in the SACK chunk as duplicate" (§6.2).
 func TestRecvDuplicateLimit(t *testing.T) {
 	h := newRecvHarness(t, ReceiverConfig{PeerInitialTSN: 1, BufferSize: 1 << 16, InboundStreams: 1, MaxDuplicateTSNs: 3})
 	h.packet(recvD(1, 0, 0, 0, "a"))
