@@ -994,6 +994,27 @@ func (s *Sender) sndOnT3(t sndTime) {
 	s.burstCap = 1<<31 - 1
 }
 
+// Drain empties the queue when the association ends (ABORT, or the peer
+// found unreachable: §8.1, "optionally report back all outstanding user
+// data remaining in its outbound queue") and returns every chunk it held,
+// sent or not, in TSN order, for the association to release. The result
+// is valid until the next call of Drain or HandleSACK. Timers are
+// disarmed; the Sender is not used afterwards.
+func (s *Sender) Drain() []ReleasedChunk {
+	s.released = s.released[:0]
+	for tsn := s.cumAck + 1; tsn != s.nextTSN; tsn++ {
+		e := s.ent(tsn)
+		s.released = append(s.released, ReleasedChunk{Data: e.data, Ref: e.ref})
+		*e = sndEntry{}
+	}
+	s.cumAck = s.nextTSN - 1
+	s.nextSend = s.nextTSN
+	s.flight, s.numGapAcked, s.numLost, s.listLen = 0, 0, 0, 0
+	s.t3, s.rackTimer, s.pto, s.zwp = 0, 0, 0, 0
+	s.probe = sndProbeNone
+	return s.released
+}
+
 // ObserveRTT feeds an RTT measurement taken outside DATA (the handshake's,
 // a HEARTBEAT's, §8.3) into the RTO computation.
 func (s *Sender) ObserveRTT(rtt time.Duration) {

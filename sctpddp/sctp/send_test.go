@@ -1109,3 +1109,28 @@ func TestSendSilentSince(t *testing.T) {
 		t.Fatalf("SilentSince = %v after idling, want %v", h.s.SilentSince(), h.now)
 	}
 }
+
+func TestSendDrain(t *testing.T) {
+	h := newSndHarness(t, SenderConfig{})
+	for i := range 8 {
+		h.s.Queue(chunk.Data{UserData: sndTestPayload}, i)
+	}
+	h.send()
+	h.advance(sndTestRTT)
+	h.sack(1000, [2]uint16{2, 2})
+	got := h.s.Drain()
+	if len(got) != 7 {
+		t.Fatalf("Drain returned %d chunks, want 7", len(got))
+	}
+	for i, c := range got {
+		if c.Data.TSN != uint32(1001+i) || c.Ref != i+1 {
+			t.Fatalf("chunk %d: TSN %d ref %v", i, c.Data.TSN, c.Ref)
+		}
+	}
+	if h.s.Queued() != 0 || h.s.FlightSize() != 0 || !h.s.NextDeadline().IsZero() {
+		t.Fatalf("after Drain: %d queued, flightsize %d, deadline %v", h.s.Queued(), h.s.FlightSize(), h.s.NextDeadline())
+	}
+	if _, ok := h.s.Next(h.now, sndTestPMDCS); ok {
+		t.Fatal("Next after Drain")
+	}
+}
