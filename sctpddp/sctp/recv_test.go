@@ -286,12 +286,18 @@ func TestRecvGapBlocksExample(t *testing.T) {
 func TestRecvDuplicates(t *testing.T) {
 	h := newRecvHarness(t, ReceiverConfig{PeerInitialTSN: 19, BufferSize: 1 << 16, InboundStreams: 1})
 	h.wantRes(h.packet(recvD(19, 0, 0, 0, "a")), RecvNew)
+	h.wantSACKDelayed("TSN 19", recvT0.Add(RecvDefaultSACKDelay))
+	h.now = recvT0.Add(RecvDefaultSACKDelay)
+	h.wantSACK(h.wantSACKNow("timer"), "cum=19")
 	h.wantRes(h.packet(recvD(19, 0, 0, 0, "a")), RecvDuplicate)
 	// "When a packet arrives with duplicate DATA chunk(s) and with no new
 	// DATA chunk(s), the endpoint MUST immediately send a SACK chunk with
-	// no delay": checked once the third copy is in.
+	// no delay." The SACK is built once the third copy is in.
+	if now, _ := h.r.SACKWhen(h.now); !now {
+		t.Fatal("no SACK at once after a duplicate")
+	}
 	h.wantRes(h.packet(recvD(19, 0, 0, 0, "a")), RecvDuplicate)
-	h.wantSACK(h.wantSACKNow("duplicates"), "cum=19 dup 19 19")
+	h.wantSACK(h.wantSACKNow("duplicates"), "cum=19 dup 19 19") // TSN 19 three times
 	h.wantGot(recvGot{0, 0, 16, false, "a"})
 	h.packet(recvD(19, 0, 0, 0, "a"))
 	h.wantSACK(h.wantSACKNow("one more"), "cum=19 dup 19")
