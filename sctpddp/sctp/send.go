@@ -40,7 +40,8 @@ import (
 //	snd.OnTimeout(now)
 //	// then Next again
 //	if snd.Dead() || !snd.SilentSince().IsZero() && now.Sub(snd.SilentSince()) > bound {
-//		abort // §8.1: the peer is unreachable
+//		// §8.1: the peer is unreachable
+//		for _, c := range snd.Drain() { release(c.Ref) }
 //	}
 //
 // # Loss detection: the 3-miss rule and RACK together
