@@ -136,8 +136,12 @@ func (s *Sender) ccOnT3(t sndTime) {
 	s.recovery = ccRTO
 	s.recoveryExit = s.nextSend - 1
 	s.recoveryStart = t
-	// E3: the K earliest outstanding chunks go out in one packet.
+	// E3: the K earliest outstanding chunks go out in one packet, and
+	// §7.2.3: "ensure that no more than one SCTP packet will be in flight
+	// for that address until the endpoint receives acknowledgement for
+	// successful delivery of data to that address".
 	s.rtxBypass = s.pmdcs
+	s.onePacket = true
 }
 
 // ccIdle applies §7.2.1's decay before a transmission that follows an idle

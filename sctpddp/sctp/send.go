@@ -148,6 +148,7 @@ type Sender struct {
 	recoveryExit   TSN     // the Fast Recovery exit point
 	recoveryStart  sndTime // when the current recovery began
 	rtxBypass      int     // retransmitted bytes allowed beyond cwnd
+	onePacket      bool    // after T3-rtx: one packet in flight until an ack
 	burstCap       int     // Max.Burst: flightsize limit for new data
 	lastXmit       sndTime
 
@@ -430,6 +431,8 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		switch {
 		case s.rtxBypass >= int(e.size):
 			s.rtxBypass -= int(e.size)
+		case s.onePacket:
+			return chunk.Data{}, false
 		case s.probe != sndProbeNone:
 			// A probe is due while chunks wait for cwnd: the lowest of them
 			// is the probe, the one whose SACK may advance the Cumulative
@@ -442,6 +445,9 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 		}
 		s.sndTransmit(t, tsn, e, true)
 		return s.sndOut(e, false)
+	}
+	if s.onePacket {
+		return chunk.Data{}, false
 	}
 	switch s.probe {
 	case sndProbeNew:
@@ -780,6 +786,7 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 		// acknowledged".
 		s.errorCount = 0
 		s.lastAck = t
+		s.onePacket = false
 	}
 
 	// Note to §7.2.4: "Before the above adjustments, if the received SACK

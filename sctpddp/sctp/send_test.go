@@ -1134,3 +1134,32 @@ func TestSendDrain(t *testing.T) {
 		t.Fatal("Next after Drain")
 	}
 }
+
+func TestSendT3OnePacket(t *testing.T) {
+	// §7.2.3: after T3-rtx, "no more than one SCTP packet will be in
+	// flight ... until the endpoint receives acknowledgement". Small
+	// chunks: several fit in the one packet, and no more follow.
+	h := newSndHarness(t, SenderConfig{})
+	for range 20 {
+		h.s.Queue(chunk.Data{UserData: sndTestPayload[:100]}, nil)
+	}
+	h.send()
+	h.at(h.s.T3Deadline())
+	h.s.OnTimeout(h.now)
+	var got []TSN
+	for {
+		d, ok := h.s.Next(h.now, sndTestPMDCS)
+		if !ok {
+			break
+		}
+		got = append(got, TSN(d.TSN))
+	}
+	if k := sndTestPMDCS / 116; len(got) != k {
+		t.Fatalf("after T3-rtx sent %v, want the %d chunks of one packet", got, k)
+	}
+	h.advance(sndTestRTT)
+	h.sack(got[0])
+	if got := h.send(); len(got) == 0 {
+		t.Fatal("nothing sent after the acknowledgement")
+	}
+}
