@@ -55,21 +55,22 @@ const (
 // ReceiverConfig configures a Receiver. The zero value of a field selects
 // its default; InboundStreams is required.
 type ReceiverConfig struct {
-	// PeerInitialTSN is the Initial TSN of the peer's INIT or INIT ACK.
-	// "In the case where no DATA chunk has been received, this value [the
-	// Cumulative TSN Ack] is set to the peer's Initial TSN minus one"
-	// (§3.3.4).
+	// PeerInitialTSN is the Initial TSN of the peer's INIT or INIT ACK
+	// (Established.PeerInitialTSN). "In the case where no DATA chunk has
+	// been received, this value [the Cumulative TSN Ack] is set to the
+	// peer's Initial TSN minus one" (§3.3.4).
 	PeerInitialTSN uint32
 	// BufferSize is the receive buffer space the association announced as
-	// the a_rwnd of its INIT or INIT ACK (§6.2 rule A), in bytes of user
-	// data (RecvDefaultBufferSize if 0). It bounds the bytes the Receiver
+	// the a_rwnd of its INIT or INIT ACK (§6.2 rule A;
+	// HandshakeConfig.ARwnd), in bytes of user data
+	// (RecvDefaultBufferSize if 0). It bounds the bytes the Receiver
 	// holds for reassembly and reordering, and with the ULP's Hold, the
 	// a_rwnd it advertises.
 	BufferSize uint32
 	// InboundStreams is the number of inbound streams: the smaller of the
-	// MIS this endpoint announced and the peer's OS (§5.1.1). DATA on a
-	// Stream Identifier at or above it is acknowledged and discarded
-	// (RecvInvalidStream).
+	// MIS this endpoint announced and the peer's OS (§5.1.1;
+	// Established.InboundStreams). DATA on a Stream Identifier at or
+	// above it is acknowledged and discarded (RecvInvalidStream).
 	InboundStreams uint16
 	// SACKDelay is the delayed acknowledgement timeout, SACK.Delay
 	// (RecvDefaultSACKDelay if 0, at most RecvMaxSACKDelay).
