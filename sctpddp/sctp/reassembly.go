@@ -48,13 +48,17 @@ type reasmState struct {
 	nextSSN []SSN      // the next SSN expected on each inbound stream
 	runs    []reasmMsg // partial messages, in TSN order
 	held    []reasmMsg // complete ordered messages, by stream then SSN
-	pool    reasmPool
+	// perStream counts the runs and held messages of each inbound stream,
+	// bounded by MaxHeldPerStream.
+	perStream []uint16
+	pool      reasmPool
 }
 
 func (s *reasmState) init(cfg *ReceiverConfig) {
 	// "The Stream Sequence Number in all the outgoing streams MUST start
 	// from 0 when the association is established" (§6.5).
 	s.nextSSN = make([]SSN, cfg.InboundStreams)
+	s.perStream = make([]uint16, cfg.InboundStreams)
 	s.pool.limit = uint64(cfg.BufferSize)
 }
 
@@ -202,6 +206,7 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 	} else {
 		s.runs = append(s.runs, reasmMsg{})
 		copy(s.runs[i+1:], s.runs[i:])
+		s.perStream[d.StreamID]++
 		s.runs[i] = reasmMsg{
 			first: TSN(d.TSN), last: TSN(d.TSN), sid: d.StreamID, ssn: SSN(d.SSN), ppid: d.PPID,
 			unordered: u,
@@ -221,12 +226,14 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 		m.last, m.end = n.last, n.end
 		s.pool.put(n.buf)
 		s.runs = append(s.runs[:next], s.runs[next+1:]...)
+		s.perStream[d.StreamID]--
 	}
 	if !m.begin || !m.end {
 		return nil
 	}
 	done := *m
 	s.runs = append(s.runs[:prev], s.runs[prev+1:]...)
+	s.perStream[d.StreamID]--
 	return r.reasmComplete(done, d.TSN)
 }
 
@@ -255,6 +262,7 @@ func (r *Receiver) reasmComplete(m reasmMsg, tsn uint32) error {
 		s.held = append(s.held, reasmMsg{})
 		copy(s.held[i+1:], s.held[i:])
 		s.held[i] = m
+		s.perStream[m.sid]++
 		return nil
 	}
 	r.reasmDeliverHeld(m)
@@ -286,6 +294,7 @@ func (r *Receiver) reasmDeliver(msg RecvMessage) {
 		}
 		m := s.held[i]
 		s.held = append(s.held[:i], s.held[i+1:]...)
+		s.perStream[sid]--
 		r.stats.Messages++
 		r.deliver(RecvMessage{StreamID: sid, SSN: m.ssn, PPID: m.ppid, Data: m.buf})
 		r.heldBytes -= uint64(len(m.buf))

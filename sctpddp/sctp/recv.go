@@ -91,6 +91,12 @@ type ReceiverConfig struct {
 	// that tiny chunks cannot make the Receiver keep more bookkeeping
 	// than data.
 	MaxHeldChunks int
+	// MaxHeldPerStream bounds the fragments and messages MaxHeldChunks
+	// counts that one stream may hold (if 0: a quarter of
+	// MaxHeldChunks, at least 16; at most 65535), so that the DDP
+	// streams of one association share the reordering: a stream that
+	// loses much cannot keep the others' messages from being held.
+	MaxHeldPerStream int
 	// MaxMessageSize bounds a reassembled user message (if 0, and at
 	// most: BufferSize less the silly window syndrome threshold, so that
 	// the window never closes on the last fragment of a message). A
@@ -349,6 +355,12 @@ func NewReceiver(cfg ReceiverConfig, deliver func(RecvMessage)) (*Receiver, erro
 	if cfg.MaxHeldChunks <= 0 {
 		cfg.MaxHeldChunks = max(int(cfg.BufferSize/64), 64)
 	}
+	if cfg.MaxHeldPerStream <= 0 {
+		cfg.MaxHeldPerStream = max(cfg.MaxHeldChunks/4, 16)
+	}
+	// One more than the bound, for the chunk after the Cumulative TSN
+	// Ack, fits a uint16.
+	cfg.MaxHeldPerStream = min(cfg.MaxHeldPerStream, 1<<16-2)
 	swsMin := min(recvSWSFloor, cfg.BufferSize/4)
 	if maxMsg := min(uint64(cfg.BufferSize-swsMin), uint64(^uint(0)>>1)); cfg.MaxMessageSize <= 0 || uint64(cfg.MaxMessageSize) > maxMsg {
 		cfg.MaxMessageSize = int(maxMsg)
@@ -575,9 +587,10 @@ func (r *Receiver) Data(d chunk.Data) (RecvResult, error) {
 	}
 	if hold > 0 {
 		switch {
-		case newEntry && r.reasm.entries() >= r.cfg.MaxHeldChunks+recvCumSlack(off):
+		case newEntry && (r.reasm.entries() >= r.cfg.MaxHeldChunks+recvCumSlack(off) ||
+			int(r.reasm.perStream[d.StreamID]) >= r.cfg.MaxHeldPerStream+recvCumSlack(off)):
 			// The chunk right after the Cumulative TSN Ack may go one
-			// beyond the bound: were it dropped while every entry held
+			// beyond the bounds: were it dropped while every entry held
 			// waits for the TSNs before it, nothing could move.
 			return r.recvDrop(), nil
 		case beyond && uint64(hold) > uint64(r.ARwnd()):

@@ -116,6 +116,9 @@ func recvFuzz(t *testing.T, in []byte) {
 	}
 	if b := s.byte(); b&1 != 0 {
 		s.cfg.MaxDuplicateTSNs = 1 + int(b>>1)%4
+		if b&2 != 0 {
+			s.cfg.MaxHeldPerStream = 1 + int(b>>2)%4
+		}
 	}
 	r, err := NewReceiver(s.cfg, s.deliver)
 	if err != nil {
@@ -546,6 +549,13 @@ func (s *recvFuzzState) sack(room int) {
 	free := int64(s.cfg.BufferSize) - int64(s.r.Held()+s.ulpHeld)
 	if wantRwnd := max(free, 0); int64(sk.ARwnd) != wantRwnd && !(sk.ARwnd == 0 && wantRwnd < int64(s.r.swsMin)) {
 		t.Fatalf("a_rwnd %d, want %d", sk.ARwnd, wantRwnd)
+	}
+	entries := 0
+	for _, c := range s.r.reasm.perStream {
+		entries += int(c)
+	}
+	if entries != s.r.reasm.entries() {
+		t.Fatalf("per stream counts %v, %d entries", s.r.reasm.perStream, s.r.reasm.entries())
 	}
 	if s.r.Held() > int(s.r.hardCap) {
 		t.Fatalf("%d bytes held, beyond %d", s.r.Held(), s.r.hardCap)

@@ -208,6 +208,22 @@ func TestRecvBounds(t *testing.T) {
 			RecvNew, RecvNew, RecvNew)
 		h.wantGot(recvGot{0, 3, 16, false, "d1d2d3"})
 	})
+	t.Run("held per stream", func(t *testing.T) {
+		h := newRecvHarness(t, ReceiverConfig{PeerInitialTSN: 1, BufferSize: 1 << 16, InboundStreams: 2, MaxHeldPerStream: 2})
+		// Stream 0 loses SSN 0 and may hold two messages; stream 1 still
+		// holds its own.
+		h.wantRes(h.packet(recvD(3, 0, 1, 0, "b"), recvD(4, 0, 2, 0, "c"), recvD(5, 0, 3, 0, "d")),
+			RecvNew, RecvNew, RecvDropped)
+		h.wantRes(h.packet(recvD(6, 1, 1, 0, "y"), recvD(7, 1, 2, recvB, "z")), RecvNew, RecvNew)
+		h.wantRes(h.packet(recvD(8, 1, 2, recvE, "z")), RecvNew) // extends a run: no entry more
+		h.wantRes(h.packet(recvD(2, 1, 0, 0, "x")), RecvNew)
+		h.wantGot(recvGot{1, 0, 16, false, "x"}, recvGot{1, 1, 16, false, "y"}, recvGot{1, 2, 16, false, "zz"})
+		h.wantRes(h.packet(recvD(1, 0, 0, 0, "a")), RecvNew)
+		h.wantGot(recvGot{0, 0, 16, false, "a"}, recvGot{0, 1, 16, false, "b"}, recvGot{0, 2, 16, false, "c"})
+		if h.r.reasm.perStream[0] != 0 || h.r.reasm.perStream[1] != 0 {
+			t.Fatalf("per stream counts %v after delivery", h.r.reasm.perStream)
+		}
+	})
 	t.Run("window bytes", func(t *testing.T) {
 		// A chunk to be held that is larger than the window is dropped
 		// even when the window is not 0.
