@@ -20,17 +20,20 @@ import (
 //     consecutive TSNs and nothing else lies between them, so a run is a
 //     range of TSNs whose bytes are kept in one buffer, in TSN order.
 //     Fragments that arrive in order are appended to it, each byte copied
-//     once; a fragment that closes the gap to the run after it has that
-//     run's bytes appended too. A run is complete when its first fragment
-//     has the B bit and its last the E bit.
+//     once, and once more whenever the run outgrows its buffer for one
+//     twice as large (under twice in all); a fragment that closes the gap
+//     to the run after it has that run's bytes appended too. A run is
+//     complete when its first fragment has the B bit and its last the E
+//     bit; it is delivered from its buffer.
 //   - held are complete ordered messages waiting for the SSNs before
 //     theirs: "If DATA chunks arrive out of order of their Stream Sequence
 //     Number, the endpoint MUST hold the received DATA chunks from delivery
 //     to the ULP until they are reordered" (§6.6).
 //
 // Their bytes count against the receive window (Receiver.heldBytes) and
-// their number against MaxHeldChunks; per stream only the next expected
-// SSN is kept, two bytes for each of the InboundStreams.
+// their number against MaxHeldChunks and MaxHeldPerStream. Per stream only
+// the next expected SSN and that count are kept: four bytes for each of
+// the InboundStreams.
 
 // reasmMsg is a run of fragments or a complete message held.
 type reasmMsg struct {
