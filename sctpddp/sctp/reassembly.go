@@ -20,8 +20,10 @@ import (
 //     consecutive TSNs and nothing else lies between them, so a run is a
 //     range of TSNs whose bytes are kept in one buffer, in TSN order.
 //     Fragments that arrive in order are appended to it, each byte copied
-//     once, and once more whenever the run outgrows its buffer for one
-//     twice as large (under twice in all); a fragment that closes the gap
+//     once: a run that begins a message has room for twice its first
+//     fragment, and moves to a buffer twice as large when it outgrows it
+//     (so that a message of three fragments or more may be copied more
+//     than once, under twice on average); a fragment that closes the gap
 //     to the run after it has that run's bytes appended too. A run is
 //     complete when its first fragment has the B bit and its last the E
 //     bit; it is delivered from its buffer.
@@ -215,7 +217,7 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 			unordered: u,
 			begin:     d.Flags&chunk.FlagBeginning != 0,
 			end:       d.Flags&chunk.FlagEnding != 0,
-			buf:       append(s.pool.get(len(d.UserData)), d.UserData...),
+			buf:       append(s.pool.get(reasmRoom(d)), d.UserData...),
 		}
 		if next >= 0 {
 			next++ // shifted by the insertion
@@ -238,6 +240,17 @@ func (r *Receiver) reasmAdd(d chunk.Data) error {
 	s.runs = append(s.runs[:prev], s.runs[prev+1:]...)
 	s.perStream[d.StreamID]--
 	return r.reasmComplete(done, d.TSN)
+}
+
+// reasmRoom returns the room a new run for fragment d gets: twice its
+// bytes when it begins a message, which then takes in its next fragments
+// of that size or less without moving (a sender fragments to one size),
+// and its own bytes otherwise.
+func reasmRoom(d chunk.Data) int {
+	if d.Flags&chunk.FlagBeginning != 0 {
+		return 2 * len(d.UserData)
+	}
+	return len(d.UserData)
 }
 
 // reasmComplete delivers complete message m, or holds it until the
@@ -307,11 +320,12 @@ func (r *Receiver) reasmDeliver(msg RecvMessage) {
 }
 
 // Buffer classes of reasmPool: powers of two from 64 bytes to 1 MiB.
-// Larger buffers are allocated to size and not pooled. A held chunk's
-// buffer is at most twice its bytes or 64, so that MaxHeldChunks tiny
-// chunks cost about as much memory as a full window: in all, the buffers
-// held stay below 2 * (BufferSize + BufferSize/4) + 64 * MaxHeldChunks,
-// and those pooled below BufferSize.
+// Larger buffers are allocated to size and not pooled. A held buffer is
+// at most four times its bytes (twice for the room a message's first
+// fragment gets, twice for the rounding up to a class) or 64, so that
+// MaxHeldChunks tiny chunks cost about as much memory as a full window: in
+// all, the buffers held stay below 4 * (BufferSize + BufferSize/4) + 64 *
+// MaxHeldChunks, and those pooled below BufferSize.
 const (
 	reasmMinShift = 6
 	reasmMaxShift = 20

@@ -311,7 +311,7 @@ func TestRecvAttack(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	grown := int64(ms.HeapAlloc) - int64(before)
-	limit := int64(2*(buffer+buffer/4) + 64*r.cfg.MaxHeldChunks + buffer + 48*(r.cfg.MaxHeldChunks+1) + 8*r.maxRanges + 64<<10)
+	limit := int64(4*(buffer+buffer/4) + 64*r.cfg.MaxHeldChunks + buffer + 48*(r.cfg.MaxHeldChunks+1) + 8*r.maxRanges + 64<<10)
 	t.Logf("after the attack: %d ranges, %d entries, %d bytes held, heap grown by %d (limit %d)",
 		len(r.ranges), r.reasm.entries(), r.Held(), grown, limit)
 	if grown > limit {
