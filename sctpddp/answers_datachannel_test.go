@@ -3,7 +3,6 @@
 package sctpddp_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 
@@ -19,21 +18,7 @@ import (
 type dcHostile struct{ s *datachannel.Stream }
 
 func (h dcHostile) ReadSegment(ctx context.Context) ([]byte, error) {
-	buf := make([]byte, 1<<16)
-	for {
-		n, ppid, err := h.s.ReadMessage(ctx, buf)
-		if err != nil {
-			return nil, err
-		}
-		if ppid != wire.PPIDSegment {
-			continue
-		}
-		c, _, err := wire.ParseSegmentChunk(buf[:n])
-		if err != nil {
-			return nil, err
-		}
-		return bytes.Clone(c.Segment), nil
-	}
+	return sctpddp.ReadSegmentChunk(ctx, h.s.ReadMessage)
 }
 
 func (h dcHostile) WriteSegment(ssn uint16, seg []byte) error {

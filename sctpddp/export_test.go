@@ -12,4 +12,5 @@ var (
 	WaitC               = waitC
 	BenchMover          = benchMover
 	NewRDMAWriteMoverOn = newRDMAWriteMoverOn
+	ReadSegmentChunk    = readSegmentChunk
 )
