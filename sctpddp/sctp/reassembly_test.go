@@ -209,6 +209,9 @@ func TestRecvErrors(t *testing.T) {
 			if !errors.Is(err, &RecvError{Cause: tc.cause}) {
 				t.Fatal("errors.Is does not match the cause")
 			}
+			if !strings.Contains(err.Error(), tc.cause.String()) {
+				t.Fatalf("Error() = %q, without %q", err.Error(), tc.cause)
+			}
 			c, _, err := chunk.ParseCause(re.AppendCause(nil))
 			if err != nil || c.Code() != tc.cause {
 				t.Fatalf("AppendCause: %v, code %v", err, c.Code())
@@ -269,4 +272,15 @@ func TestReasmHostileRuns(t *testing.T) {
 	h.wantGot(recvGot{0, 0, 16, true, "xy"})
 	h.packet(recvD(7, 0, 0, recvU|recvE, "z"))
 	h.wantGot()
+}
+
+func TestRecvResultString(t *testing.T) {
+	for r, want := range map[RecvResult]string{
+		RecvNew: "new", RecvDuplicate: "duplicate", RecvDropped: "dropped",
+		RecvInvalidStream: "invalid stream", 9: "RecvResult(9)",
+	} {
+		if got := r.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", uint8(r), got, want)
+		}
+	}
 }
