@@ -102,33 +102,47 @@ func recordSize(mtu int) int { return mtu &^ 7 }
 
 // DTLS is raw pion/dtls/v3 records over UDP, no SCTP: the ceiling of
 // anything that runs over pion's DTLS. Records of the MTU's size (8000
-// on loopback), AES-128-GCM with a PSK, no flow control and no
+// on loopback), sctpddp's PSK suites (so ECDHE-PSK with AES-128-CBC and
+// HMAC-SHA256, as iwarp's sctp:// with a PSK), no flow control and no
 // retransmission: what the receiver does not get is lost, and only what
 // it verifies counts.
-func DTLS(mtu int) Transport {
+func DTLS(mtu int) Transport { return dtlsTransport(mtu, false) }
+
+// DTLSGCM is DTLS with the PSK suite of AES-128-GCM, which sctpddp
+// offers second: what the cipher suite costs.
+func DTLSGCM(mtu int) Transport { return dtlsTransport(mtu, true) }
+
+func dtlsTransport(mtu int, gcm bool) Transport {
 	name := "dtls"
 	if mtu != 8000 {
 		name = fmt.Sprintf("dtls-%d", mtu)
 	}
+	if gcm {
+		name += "-gcm"
+	}
 	size := recordSize(mtu)
-	return Transport{
+	t := Transport{
 		Name: name, Network: "udp", Lossy: true,
-		About: fmt.Sprintf("raw pion/dtls records of %d octets, PSK", size),
+		About: fmt.Sprintf("raw pion/dtls records of %d octets, PSK (AES-CBC, HMAC-SHA256)", size),
 		Listen: func(ctx context.Context, addr string, sec *Security) (Listener, error) {
-			l, err := listenDTLS(addr, dtlsOptions(sec, false))
+			l, err := listenDTLS(addr, dtlsOptions(sec, gcm))
 			if err != nil {
 				return nil, err
 			}
 			return &dtlsListener{l: l, size: size}, nil
 		},
 		Dial: func(ctx context.Context, addr string, sec *Security) (Sender, error) {
-			c, err := dialDTLS(ctx, addr, dtlsOptions(sec, false))
+			c, err := dialDTLS(ctx, addr, dtlsOptions(sec, gcm))
 			if err != nil {
 				return nil, err
 			}
 			return &dtlsSender{c: c, buf: make([]byte, size)}, nil
 		},
 	}
+	if gcm {
+		t.About = fmt.Sprintf("raw pion/dtls records of %d octets, PSK (AES-GCM)", size)
+	}
+	return t
 }
 
 type dtlsListener struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -39,6 +40,39 @@ func IwarpSCTP(mtu int) Transport {
 			return dialIwarp(ctx, "sctp://"+addr, iwarpConfig(sec, mtu))
 		},
 	}
+}
+
+// IwarpSCTPCert is IwarpSCTP authenticated with pinned certificates
+// instead of a PSK, as WebRTC does (both ends present Security's ECDSA
+// certificate and pin its fingerprint): pion/dtls then negotiates
+// ECDHE-ECDSA with AES-128-GCM, where sctpddp's PSK suites put
+// AES-128-CBC with HMAC-SHA256 first.
+func IwarpSCTPCert(mtu int) Transport {
+	t := IwarpSCTP(mtu)
+	t.Name += "-cert"
+	t.About = fmt.Sprintf("iwarp sctp:// RDMA Write 64 KiB, pinned certificates (AES-GCM), MTU %d", mtu)
+	cfg := func(sec *Security) (*iwarp.Config, error) {
+		fp, err := sctpddp.CertificateFingerprint(sec.Cert)
+		if err != nil {
+			return nil, err
+		}
+		return &iwarp.Config{SCTP: &sctpddp.Config{Certificate: &sec.Cert, PeerFingerprints: []sctpddp.Fingerprint{fp}, MTU: uint32(mtu)}}, nil
+	}
+	t.Listen = func(ctx context.Context, addr string, sec *Security) (Listener, error) {
+		c, err := cfg(sec)
+		if err != nil {
+			return nil, err
+		}
+		return listenIwarp(ctx, "sctp://"+addr, c)
+	}
+	t.Dial = func(ctx context.Context, addr string, sec *Security) (Sender, error) {
+		c, err := cfg(sec)
+		if err != nil {
+			return nil, err
+		}
+		return dialIwarp(ctx, "sctp://"+addr, c)
+	}
+	return t
 }
 
 // IwarpTCP is iwarp's tcp:// (MPA over TCP, mpa's defaults: CRC32c, no
@@ -246,7 +280,7 @@ func (r *iwarpReceiver) Receive(c *Counter) error {
 	}
 }
 
-func (r *iwarpReceiver) Close() error { return r.e.conn.Close(context.Background()) }
+func (r *iwarpReceiver) Close() error { return r.e.close() }
 
 // iwarpSender Writes each Send's messages into the next slot of the
 // peer's ring, once the peer has given that slot back and the local
@@ -342,4 +376,14 @@ func (s *iwarpSender) Send(ctx context.Context, n int) error {
 }
 
 func (s *iwarpSender) Sent() int64  { return s.sent }
-func (s *iwarpSender) Close() error { return s.e.conn.Close(context.Background()) }
+func (s *iwarpSender) Close() error { return s.e.close() }
+
+// closeTimeout bounds the orderly close of a connection whose path
+// loses what it sends.
+const closeTimeout = 5 * time.Second
+
+func (e *iwarpEnd) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	return e.conn.Close(ctx)
+}

@@ -35,6 +35,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -62,12 +64,13 @@ type options struct {
 	rate                  float64
 	outageAt, outageFor   time.Duration
 	seed                  uint64
+	proxy                 bool
 	listen, connect       string
 	serveHelper, relayArg string
 }
 
 func (o *options) impaired() bool {
-	return o.delay > 0 || o.jitter > 0 || o.loss > 0 || o.dup > 0 || o.rate > 0 || o.outageFor > 0
+	return o.proxy || o.delay > 0 || o.jitter > 0 || o.loss > 0 || o.dup > 0 || o.rate > 0 || o.outageFor > 0
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -85,7 +88,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds; each transport runs once per round")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "how long each transfer sends")
 	fs.StringVar(&o.size, "size", "", "send this much per transfer instead (4MiB, 1GB, 65536)")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up on a transfer after this long")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up on a transfer after this long, set-up included (what arrived by then is reported, marked failed)")
 	fs.StringVar(&o.jsonFile, "json", "", "also write JSON lines (one per transfer, one summary per transport) to `FILE` (- for standard output)")
 	fs.DurationVar(&o.delay, "delay", 0, "delay each way (UDP proxy and TCP relay)")
 	fs.DurationVar(&o.jitter, "jitter", 0, "jitter each way, ± (UDP)")
@@ -94,6 +97,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.Float64Var(&o.rate, "rate", 0, "bandwidth cap each way, MB/s (UDP; 0: none)")
 	fs.DurationVar(&o.outageAt, "outage-at", 0, "an outage (UDP, both ways) this long after each connection's first datagram")
 	fs.DurationVar(&o.outageFor, "outage-for", 0, "how long the outage drops everything")
+	fs.BoolVar(&o.proxy, "proxy", false, "go through the proxy and relay even with no impairment (what they cost)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the proxy's losses, duplicates and jitter")
 	fs.StringVar(&o.listen, "listen", "", "run only the server, its control connection at `ADDR` (127.0.0.1:7000)")
 	fs.StringVar(&o.connect, "connect", "", "run only the client, against a server started with -listen at `ADDR`")
@@ -220,7 +224,7 @@ func (o *options) pathString() string {
 	if !o.impaired() {
 		return ", loopback"
 	}
-	var p []string
+	p := []string{"through the proxy"}
 	if o.delay > 0 {
 		p = append(p, fmt.Sprintf("delay %v each way", o.delay))
 	}
@@ -377,29 +381,57 @@ func (c *control) transfer(o *options, t llp.Transport, addr string, sec *llp.Se
 	if err != nil {
 		return fail(fmt.Errorf("dial: %w", err))
 	}
-	// A write blocked past the timeout ends with the connection.
-	stop := context.AfterFunc(ctx, func() { s.Close() })
+	// A write blocked past the timeout ends with the connection; a close
+	// that the path makes slow is not waited for long.
+	var closeOnce sync.Once
+	closeSender := func() { closeOnce.Do(func() { s.Close() }) }
+	stop := context.AfterFunc(ctx, closeSender)
 	defer func() {
 		stop()
-		s.Close()
+		done := make(chan struct{})
+		go func() { closeSender(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
 	}()
 	if _, err := c.call(request{Op: "start", Transport: t.Name}); err != nil {
 		return fail(err)
 	}
 	cpu0 := cpuSeconds()
 	start := time.Now()
+	// The sending runs in a goroutine of its own, given up on at the
+	// timeout: a transport may block a write in a way its context does
+	// not reach.
+	var sent atomic.Int64
+	sendDone := make(chan error, 1)
+	go func() {
+		var err error
+		if msgs > 0 {
+			for left := msgs; left > 0 && err == nil; left -= llp.Batch {
+				err = s.Send(ctx, min(left, llp.Batch))
+				sent.Store(s.Sent())
+			}
+		} else {
+			for time.Since(start) < o.duration && err == nil {
+				err = s.Send(ctx, llp.Batch)
+				sent.Store(s.Sent())
+			}
+		}
+		sendDone <- err
+	}()
 	var sendErr error
-	if msgs > 0 {
-		for left := msgs; left > 0 && sendErr == nil; left -= llp.Batch {
-			sendErr = s.Send(ctx, min(left, llp.Batch))
-		}
-	} else {
-		for time.Since(start) < o.duration && sendErr == nil {
-			sendErr = s.Send(ctx, llp.Batch)
-		}
+	select {
+	case sendErr = <-sendDone:
+	case <-ctx.Done():
+		sendErr = ctx.Err()
 	}
-	r.Sent = s.Sent()
-	rep, err := c.call(request{Op: "end", Transport: t.Name, Sent: r.Sent, Lossy: t.Lossy})
+	r.Sent = sent.Load()
+	within := time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		within = max(within, time.Until(dl))
+	}
+	rep, err := c.call(request{Op: "end", Transport: t.Name, Sent: r.Sent, Lossy: t.Lossy, Within: within})
 	r.CPUClient = cpuSeconds() - cpu0
 	r.CPUServer = rep.CPU
 	r.Verified, r.Dups = rep.Verified, rep.Dups

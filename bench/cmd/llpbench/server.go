@@ -17,10 +17,12 @@ import (
 )
 
 // hello is what the server tells a client first, on the control
-// connection (and a re-run server on its first line of output).
+// connection (and a re-run server on its first line of output): its
+// credentials, in the clear, for a benchmark on one machine.
 type hello struct {
 	Control   string            `json:"control,omitempty"`
 	Cert      []byte            `json:"cert"`
+	Key       []byte            `json:"key"` // PKCS #8; the DTLS transports with certificates present the same one at both ends
 	PSK       []byte            `json:"psk"`
 	Listeners map[string]string `json:"listeners"`
 }
@@ -33,6 +35,8 @@ type request struct {
 	Transport string `json:"transport"`
 	Sent      int64  `json:"sent,omitempty"`
 	Lossy     bool   `json:"lossy,omitempty"`
+	// Within bounds the wait for an "end" (the client's time left).
+	Within time.Duration `json:"within,omitempty"`
 }
 
 // reply answers a request; for "end", what the receiver verified and
@@ -75,7 +79,8 @@ func newServer(ctx context.Context, host string) (*server, error) {
 }
 
 func (s *server) hello() hello {
-	h := hello{Cert: s.sec.Cert.Certificate[0], PSK: s.sec.PSK, Listeners: make(map[string]string)}
+	key, _ := x509.MarshalPKCS8PrivateKey(s.sec.Cert.PrivateKey)
+	h := hello{Cert: s.sec.Cert.Certificate[0], Key: key, PSK: s.sec.PSK, Listeners: make(map[string]string)}
 	for n, l := range s.listeners {
 		h.Listeners[n] = l.Addr().String()
 	}
@@ -143,7 +148,11 @@ func (s *server) control(c net.Conn) {
 			if req.Lossy {
 				quiet = llp.Quiet
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*llp.Stalled)
+			within := 2 * llp.Stalled
+			if req.Within > 0 {
+				within = min(within, req.Within)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), within)
 			err := llp.Wait(ctx, cnt, req.Sent, quiet)
 			cancel()
 			rep = reply{Verified: cnt.Bytes(), Dups: cnt.Dups(), LastNano: cnt.Last().UnixNano(), CPU: cpuSeconds() - cpu0}
@@ -203,8 +212,9 @@ func serve(addr string, done <-chan struct{}) error {
 
 // security rebuilds the client's view of the server's credentials.
 func (h hello) security() (*llp.Security, error) {
-	if _, err := x509.ParseCertificate(h.Cert); err != nil {
+	key, err := x509.ParsePKCS8PrivateKey(h.Key)
+	if err != nil {
 		return nil, err
 	}
-	return llp.SecurityFrom(h.Cert, nil, h.PSK)
+	return llp.SecurityFrom(h.Cert, key, h.PSK)
 }
