@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,11 +169,21 @@ func writeModuleProxy(root, proxy, mod, v string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	names := strings.Split(string(out), "\x00")
+	// A directory with a go.mod of its own (the benchmark module) is
+	// another module: a module's zip leaves it out, as the go command's
+	// does.
+	var nested []string
+	for _, name := range names {
+		if strings.HasSuffix(name, "/go.mod") {
+			nested = append(nested, strings.TrimSuffix(name, "go.mod"))
+		}
+	}
 	var zbuf bytes.Buffer
 	zw := zip.NewWriter(&zbuf)
 	seen := map[string]bool{}
-	for _, name := range strings.Split(string(out), "\x00") {
-		if name == "" || seen[name] {
+	for _, name := range names {
+		if name == "" || seen[name] || slices.ContainsFunc(nested, func(d string) bool { return strings.HasPrefix(name, d) }) {
 			continue
 		}
 		seen[name] = true
