@@ -358,6 +358,8 @@ func TestPionInterleaving(t *testing.T) {
 	defer link.close()
 	client, server := pionPair(t, a, b, true)
 	exchange(t, client, server, 3, bytes.Repeat([]byte{0x5a}, 3000))
+	// pion may delay its SACK: the association ends once it has been sent.
+	waitFor(t, link, TypeSACK)
 	client.Abort("done")
 	waitFor(t, link, TypeAbort)
 	_ = server.Close()
