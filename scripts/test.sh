@@ -63,6 +63,10 @@ echo "== go test -race"
 # the same two cores, so that the rate it checks is the demo's.
 go test -race -count=1 -timeout 10m -skip 'TestDemoInBrowser' ./...
 
+echo "== the benchmark module (bench/: sctp:// against quic-go, pion/dtls and pion/sctp), built, vetted and tested"
+(cd bench && unformatted=$(gofmt -l .) && [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
+	go build ./... && go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
 echo "== the browser demo with the race detector: 400 placements a second"
 go test -race -count=1 -timeout 5m -run 'TestDemoInBrowser' ./cmd/iwarp
 
