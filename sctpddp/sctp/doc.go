@@ -103,5 +103,26 @@
 //     sends one).
 //   - HandshakeConfig.RequireDDP refuses a peer with an ABORT holding a
 //     User-Initiated Abort cause: the refusal is the adaptation layer's,
-//     and RFC 5043 defines no cause for it.
+//     and RFC 5043 defines no cause for it.//
+// # The association
+//
+// Association (association.go, shutdown.go) joins the pieces over a
+// net.Conn of which one Read is one SCTP packet and one Write sends one
+// (a DTLS connection, or a connected UDP socket for RFC 6951). Client and
+// Server run the handshake and return it ESTABLISHED. Two goroutines
+// serve it: the run loop, which owns the TCB, the Sender, the Receiver
+// and one timer armed to the earliest deadline, and does all sending;
+// and a reader that hands packets to the loop in a fixed set of 16
+// buffers of 64 KiB, returned after each packet. SendMessage gathers a
+// message into one buffer (one copy) that the Sender's chunks alias until
+// acknowledged; a second copy puts them in the packet. ReadMessage
+// receives copies; Config.OnMessage receives the Receiver's messages on
+// the loop, unfragmented ones in the packet itself. SACKs are bundled
+// before DATA, DATA chunks fill packets up to Config.MTU, HEARTBEATs go
+// on an idle path, a HEARTBEAT is answered by echoing its value whatever
+// it holds, and the peer is dead after Association.Max.Retrans errors or
+// Config.DeadPeerTimeout of silence. Limits: no restart or collision
+// after the handshake (such COOKIE ECHOs are discarded, a duplicate is
+// answered with COOKIE ACK), no ABORT to out-of-the-blue packets before
+// the association exists, and ERROR chunks received are ignored.
 package sctp
