@@ -104,6 +104,7 @@
 //   - HandshakeConfig.RequireDDP refuses a peer with an ABORT holding a
 //     User-Initiated Abort cause: the refusal is the adaptation layer's,
 //     and RFC 5043 defines no cause for it.//
+//
 // # The association
 //
 // Association (association.go, shutdown.go) joins the pieces over a
