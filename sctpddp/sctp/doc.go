@@ -103,7 +103,7 @@
 //     sends one).
 //   - HandshakeConfig.RequireDDP refuses a peer with an ABORT holding a
 //     User-Initiated Abort cause: the refusal is the adaptation layer's,
-//     and RFC 5043 defines no cause for it.//
+//     and RFC 5043 defines no cause for it.
 //
 // # The association
 //
