@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
@@ -340,6 +341,13 @@ func (a *Association) reader() {
 			return
 		}
 		n, err := a.conn.Read(b[:cap(b)])
+		if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+			// A connected UDP socket reports the ICMP Port Unreachable
+			// of an earlier packet: a lost packet, not the end of the
+			// transport; the dead-peer rules decide about the peer.
+			a.free <- b
+			continue
+		}
 		if err != nil {
 			a.fail(fmt.Errorf("sctp: read: %w", err), false)
 			return
