@@ -1,0 +1,52 @@
+package sctp
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	pion "github.com/pion/sctp"
+)
+
+// TestInteropPionClient has a pion/sctp client associate over UDP with
+// this package's Server and exchange messages both ways.
+func TestInteropPionClient(t *testing.T) {
+	c, s := udpPair(t)
+	type res struct {
+		a   *pion.Association
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		a, err := pion.ClientWithOptions(pion.WithNetConn(c), pion.WithLoggerFactory(pionLogger()))
+		ch <- res{a, err}
+	}()
+	ours, err := Server(s, Config{HandshakeTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Server: %v", err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("pion Client: %v", r.err)
+	}
+	st, err := r.a.OpenStream(1, pion.PayloadTypeWebRTCBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	buf := make([]byte, 1<<17)
+	for i := range 20 {
+		m := testMsg(3, i, 16<<10)
+		if _, err := st.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		n, sid, _, _, err := ours.ReadMessage(ctx, buf)
+		if err != nil || sid != 1 || !bytes.Equal(buf[:n], m) {
+			t.Fatalf("message %d from pion: %v, stream %d, equal %v", i, err, sid, bytes.Equal(buf[:n], m))
+		}
+	}
+	ours.Abort()
+	r.a.Close()
+}
