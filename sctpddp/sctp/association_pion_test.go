@@ -50,3 +50,58 @@ func TestInteropPionClient(t *testing.T) {
 	ours.Abort()
 	r.a.Close()
 }
+
+// TestInteropPionServer has this package's Client associate over UDP
+// with a pion/sctp server and send it messages on several streams.
+func TestInteropPionServer(t *testing.T) {
+	c, s := udpPair(t)
+	type res struct {
+		a   *pion.Association
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		a, err := pion.ServerWithOptions(pion.WithNetConn(s), pion.WithLoggerFactory(pionLogger()))
+		ch <- res{a, err}
+	}()
+	ours, err := Client(c, Config{HandshakeTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Client: %v", err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("pion Server: %v", r.err)
+	}
+	buf := make([]byte, 1<<17)
+	for i := range 20 {
+		m := testMsg(4, i, 16<<10)
+		if err := ours.SendMessage(2, uint32(pion.PayloadTypeWebRTCBinary), false, [][]byte{m}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			st, err := r.a.AcceptStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			st.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := st.Read(buf)
+			if err != nil || !bytes.Equal(buf[:n], m) {
+				t.Fatalf("message %d at pion: %v", i, err)
+			}
+			for j := 1; j < 20; j++ {
+				m := testMsg(4, j, 16<<10)
+				if err := ours.SendMessage(2, uint32(pion.PayloadTypeWebRTCBinary), false, [][]byte{m}); err != nil {
+					t.Fatal(err)
+				}
+				n, err := st.Read(buf)
+				if err != nil || !bytes.Equal(buf[:n], m) {
+					t.Fatalf("message %d at pion: %v", j, err)
+				}
+			}
+			break
+		}
+	}
+	ours.Abort()
+	r.a.Close()
+}
