@@ -130,7 +130,7 @@ type outMsg struct {
 
 var outMsgPool = sync.Pool{New: func() any { return new(outMsg) }}
 
-// inMsg is a received message queued for ReadMessage.
+// inMsg is a received message queued in its Stream for ReadMessage.
 type inMsg struct {
 	buf       []byte
 	streamID  uint16
@@ -178,6 +178,7 @@ type Association struct {
 	tagTie    AssociationTags
 	timer     *time.Timer
 	released  []ReleasedChunk
+	lows      []func() // buffered-amount-low callbacks due
 	closeWait bool // Close asked for a SHUTDOWN
 
 	in       chan []byte
@@ -195,9 +196,11 @@ type Association struct {
 	pending     []*outMsg
 	queuedBytes int // bytes of messages in pending or in the Sender
 	space       chan struct{}
-	inbox       []*inMsg
-	inboxReady  chan struct{}
+	streams     map[uint16]*Stream
+	accepts     []*Stream // streams the peer started, for AcceptStream
+	acceptReady chan struct{}
 	ulpRelease  int
+	hbWanted    bool // Heartbeat was called
 	err         error
 	closing     bool
 	closeOnce   sync.Once
@@ -257,7 +260,8 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 	if h.LocalPort == 0 {
 		h.LocalPort = 5000
 	}
-	if h.PeerPort == 0 {
+	if h.PeerPort == 0 && active {
+		// The passive side leaves it 0: an INIT from any port.
 		h.PeerPort = 5000
 	}
 	if h.ARwnd == 0 {
@@ -280,8 +284,9 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 		abortReq:   make(chan struct{}),
 		done:       make(chan struct{}),
 		estab:      make(chan struct{}),
-		space:      make(chan struct{}, 1),
-		inboxReady: make(chan struct{}, 1),
+		space:       make(chan struct{}, 1),
+		acceptReady: make(chan struct{}, 1),
+		streams:     make(map[uint16]*Stream),
 		wbuf:       make([]byte, 0, cfg.MTU),
 		pmdcs:      cfg.MTU - chunk.HeaderLen,
 	}
@@ -310,9 +315,6 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 				return nil, err
 			}
 			a.keys = k
-		}
-		if h.PeerPort == 5000 && cfg.Handshake.PeerPort == 0 {
-			h.PeerPort = 0 // any
 		}
 		a.state = stateClosed
 	}
@@ -469,6 +471,7 @@ func (a *Association) run(now time.Time) {
 		}
 		if a.state >= stateEstablished {
 			a.takeReleases()
+			a.heartbeatWanted(now)
 			a.fillSender()
 			a.checkDead(now)
 			a.advanceShutdown(now)
@@ -629,9 +632,18 @@ func (a *Association) deliver(m RecvMessage) {
 	im.streamID, im.ppid, im.unordered = m.StreamID, m.PPID, m.Unordered
 	a.rcv.Hold(len(m.Data))
 	a.mu.Lock()
-	a.inbox = append(a.inbox, im)
+	s, _ := a.streamLocked(m.StreamID)
+	s.inbox = append(s.inbox, im)
+	announce := !s.opened && !s.announced
+	if announce {
+		s.announced = true
+		a.accepts = append(a.accepts, s)
+	}
 	a.mu.Unlock()
-	a.signal(a.inboxReady)
+	a.signal(s.ready)
+	if announce {
+		a.signal(a.acceptReady)
+	}
 }
 
 // checksumOK verifies the CRC32c, or accepts a zero Checksum where the
@@ -974,17 +986,24 @@ func (a *Association) takeReleases() {
 		return
 	}
 	freed := 0
+	a.mu.Lock()
 	for i, c := range a.released {
 		m := c.Ref.(*outMsg)
 		m.left--
 		if m.left == 0 {
 			freed += len(m.buf)
+			if s := a.streams[m.streamID]; s != nil {
+				above := s.buffered > s.threshold
+				s.buffered -= len(m.buf)
+				if above && s.buffered <= s.threshold && s.onLow != nil {
+					a.lows = append(a.lows, s.onLow)
+				}
+			}
 			outMsgPool.Put(m)
 		}
 		a.released[i] = ReleasedChunk{}
 	}
 	a.released = a.released[:0]
-	a.mu.Lock()
 	a.queuedBytes -= freed
 	rel := a.ulpRelease
 	a.ulpRelease = 0
@@ -993,6 +1012,11 @@ func (a *Association) takeReleases() {
 		a.rcv.Release(rel)
 	}
 	a.signal(a.space)
+	for i, f := range a.lows {
+		f()
+		a.lows[i] = nil
+	}
+	a.lows = a.lows[:0]
 }
 
 // fillSender moves queued user messages into the Sender, fragmented to
@@ -1116,6 +1140,32 @@ func (a *Association) heartbeat(now time.Time) {
 	a.hbNext = now.Add(a.snd.RTO())
 }
 
+// heartbeatWanted sends the HEARTBEAT that Heartbeat asked for, unless
+// one is outstanding already.
+func (a *Association) heartbeatWanted(now time.Time) {
+	a.mu.Lock()
+	want := a.hbWanted
+	a.hbWanted = false
+	a.mu.Unlock()
+	if want && a.hbSent.IsZero() {
+		a.heartbeat(now)
+	}
+}
+
+// Heartbeat sends a HEARTBEAT now, unless one is outstanding: §11.1.10's
+// REQUESTHEARTBEAT, which "Instructs the local endpoint to perform a
+// heartbeat". Its answer counts as hearing from the peer, as every
+// packet does.
+func (a *Association) Heartbeat() {
+	a.mu.Lock()
+	a.hbWanted = true
+	a.mu.Unlock()
+	a.poke()
+}
+
+// MTU returns the largest SCTP packet the association sends.
+func (a *Association) MTU() int { return a.cfg.MTU }
+
 // checkDead ends the association when the peer is unreachable (§8.1).
 func (a *Association) checkDead(now time.Time) {
 	dead := a.snd.Dead()
@@ -1206,6 +1256,8 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 	}
 	m.streamID, m.ppid, m.unordered = streamID, ppid, unordered
 	a.pending = append(a.pending, m)
+	s, _ := a.streamLocked(streamID)
+	s.buffered += n
 	room := a.queuedBytes < a.cfg.SendBufferSize
 	a.mu.Unlock()
 	// Pass the free space on to another waiting writer.
@@ -1216,50 +1268,6 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 	return nil
 }
 
-// ReadMessage copies the next received message into buf and returns its
-// length and stream; a message longer than buf is truncated, with
-// io.ErrShortBuffer. It is not used when Config.OnMessage is set.
-func (a *Association) ReadMessage(ctx context.Context, buf []byte) (n int, streamID uint16, ppid uint32, unordered bool, err error) {
-	for {
-		a.mu.Lock()
-		if len(a.inbox) > 0 {
-			m := a.inbox[0]
-			a.inbox[0] = nil
-			a.inbox = a.inbox[1:]
-			if len(a.inbox) == 0 {
-				a.inbox = a.inbox[:0:0]
-			}
-			a.ulpRelease += len(m.buf)
-			more := len(a.inbox) > 0
-			a.mu.Unlock()
-			if more {
-				a.signal(a.inboxReady)
-			}
-			a.poke()
-			n = copy(buf, m.buf)
-			if n < len(m.buf) {
-				err = errShortBuffer
-			}
-			streamID, ppid, unordered = m.streamID, m.ppid, m.unordered
-			inMsgPool.Put(m)
-			return n, streamID, ppid, unordered, err
-		}
-		e := a.err
-		a.mu.Unlock()
-		if e != nil {
-			return 0, 0, 0, false, e
-		}
-		select {
-		case <-a.inboxReady:
-		case <-ctx.Done():
-			return 0, 0, 0, false, ctx.Err()
-		case <-a.done:
-			a.signal(a.inboxReady)
-		}
-	}
-}
-
-var errShortBuffer = errors.New("sctp: short buffer")
 
 // Close shuts the association down gracefully (§9.2): queued and
 // outstanding data is delivered, then SHUTDOWN, SHUTDOWN ACK and
@@ -1276,6 +1284,21 @@ func (a *Association) Close() error {
 		return err
 	}
 	return nil
+}
+
+// Shutdown is Close, giving up when ctx ends: the association is then
+// aborted (§9.1) and ctx's error returned.
+func (a *Association) Shutdown(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- a.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		a.Abort()
+		<-done
+		return ctx.Err()
+	}
 }
 
 // Abort ends the association at once with an ABORT holding the

@@ -37,14 +37,23 @@ func TestInteropPionClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	buf := make([]byte, 1<<17)
+	var in *Stream
 	for i := range 20 {
 		m := testMsg(3, i, 16<<10)
 		if _, err := st.Write(m); err != nil {
 			t.Fatal(err)
 		}
-		n, sid, _, _, err := ours.ReadMessage(ctx, buf)
-		if err != nil || sid != 1 || !bytes.Equal(buf[:n], m) {
-			t.Fatalf("message %d from pion: %v, stream %d, equal %v", i, err, sid, bytes.Equal(buf[:n], m))
+		if in == nil {
+			if in, err = ours.AcceptStream(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if in.ID() != 1 {
+				t.Fatalf("AcceptStream: stream %d, want 1", in.ID())
+			}
+		}
+		n, ppid, _, err := in.ReadMessage(ctx, buf)
+		if err != nil || ppid != uint32(pion.PayloadTypeWebRTCBinary) || !bytes.Equal(buf[:n], m) {
+			t.Fatalf("message %d from pion: %v, PPID %d, equal %v", i, err, ppid, bytes.Equal(buf[:n], m))
 		}
 	}
 	ours.Abort()

@@ -88,7 +88,7 @@ func exchange(t *testing.T, a, b *Association, count, maxLen int, streams uint16
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 2*(1+int(streams)))
 	for dir, pair := range [][2]*Association{{a, b}, {b, a}} {
 		seed := uint64(dir + 1)
 		src, dst := pair[0], pair[1]
@@ -104,36 +104,42 @@ func exchange(t *testing.T, a, b *Association, count, maxLen int, streams uint16
 				}
 			}
 		}()
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1<<17)
-			last := make([]int, streams)
-			for i := range last {
-				last[i] = -1
-			}
-			seen := make(map[int]bool)
-			for range count {
-				n, sid, ppid, unordered, err := dst.ReadMessage(ctx, buf)
+		// One reader per stream, as a user of Streams reads.
+		wg.Add(int(streams) - 1)
+		for sid := range streams {
+			go func() {
+				defer wg.Done()
+				st, err := dst.OpenStream(sid)
 				if err != nil {
 					errs <- err
 					return
 				}
-				i := int(binary.BigEndian.Uint64(buf))
-				want := testMsg(seed, i, maxLen)
-				if !bytes.Equal(buf[:n], want) || sid != uint16(i)%streams || ppid != 16+uint32(sid) || unordered != (i%3 == 0) || seen[i] {
-					errs <- errors.New("message corrupted or duplicated")
-					return
-				}
-				seen[i] = true
-				if !unordered {
-					if i <= last[sid] {
-						errs <- errors.New("ordered message out of order")
+				buf := make([]byte, 1<<17)
+				last := -1
+				seen := make(map[int]bool)
+				for range (count - int(sid) + int(streams) - 1) / int(streams) {
+					n, ppid, unordered, err := st.ReadMessage(ctx, buf)
+					if err != nil {
+						errs <- err
 						return
 					}
-					last[sid] = i
+					i := int(binary.BigEndian.Uint64(buf))
+					want := testMsg(seed, i, maxLen)
+					if !bytes.Equal(buf[:n], want) || uint16(i)%streams != sid || ppid != 16+uint32(sid) || unordered != (i%3 == 0) || seen[i] {
+						errs <- errors.New("message corrupted, misrouted or duplicated")
+						return
+					}
+					seen[i] = true
+					if !unordered {
+						if i <= last {
+							errs <- errors.New("ordered message out of order")
+							return
+						}
+						last = i
+					}
 				}
-			}
-		}()
+			}()
+		}
 	}
 	wg.Wait()
 	close(errs)
