@@ -417,6 +417,26 @@ func TestLabDemoObservations(t *testing.T) {
 		if full != 8 || last != 1 || markers < 1 {
 			t.Errorf("%d full FPDUs, %d last, %d Markers: want 8, 1, 1+", full, last, markers)
 		}
+		// The rows the lab quotes: the RTR first, behind the Marker at
+		// position 0; FPDU #3 @296 at TO 0x10e4; Markers in #4 and #8.
+		checkLab2Rows(t, m.FPDUs(), []lab2Row{
+			{seq: 0, pos: 0, wire: 24, ulpdu: 14, len: 0, markers: []int{0}},
+			{seq: 3, pos: 296, wire: 136, ulpdu: 128, len: 114, to: 0x10e4},
+			{seq: 4, pos: 432, wire: 140, ulpdu: 128, len: 114, markers: []int{80}},
+			{seq: 8, pos: 980, wire: 140, ulpdu: 128, len: 114, markers: []int{44}},
+			{seq: 9, pos: 1120, wire: 108, ulpdu: 102, len: 88},
+		})
+		// Without Markers: the RTR is 20 octets and #3 is @292.
+		nm := dialLabPage(t, ctx, url, demo.PageOptions{MPA: true, MULPDU: 48})
+		mem = nm.Region("Go peer memory")
+		if _, err := nm.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, nm, "the Write over MPA without Markers", func(e wpeer.Event) bool { return e.Kind == "message-delivered" && e.Len == 1000 })
+		checkLab2Rows(t, nm.FPDUs(), []lab2Row{
+			{seq: 0, pos: 0, wire: 20, ulpdu: 14, len: 0},
+			{seq: 3, pos: 292, wire: 136, ulpdu: 128, len: 114, to: 0x10e4},
+		})
 	})
 	t.Run("lab3", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -517,4 +537,38 @@ func TestLabDemoObservations(t *testing.T) {
 			return delivered[0] >= delivered[1]
 		})
 	})
+}
+
+// lab2Row is what lab 2 says one FPDU row of the ladder shows.
+type lab2Row struct {
+	seq         uint32
+	pos         uint64
+	wire, ulpdu int
+	len         uint32
+	to          uint64 // 0: not quoted
+	markers     []int
+}
+
+// checkLab2Rows checks the page's outgoing FPDUs: ten in all (the RTR and
+// the Write's nine), and the rows lab 2 quotes.
+func checkLab2Rows(t *testing.T, events []wpeer.Event, want []lab2Row) {
+	t.Helper()
+	var out []wpeer.Event
+	for _, e := range events {
+		if e.Kind == "fpdu" && e.Out {
+			out = append(out, e)
+		}
+	}
+	if len(out) != 10 {
+		t.Errorf("%d FPDUs sent, lab 2 says 10", len(out))
+		return
+	}
+	for _, w := range want {
+		e := out[w.seq]
+		ok := e.Seq == w.seq && e.Pos == w.pos && e.Wire == w.wire && e.ULPDU == w.ulpdu && e.Len == w.len &&
+			e.Op == "RDMA Write" && (w.to == 0 || e.TO == w.to) && fmt.Sprint(e.Markers) == fmt.Sprint(w.markers)
+		if !ok {
+			t.Errorf("FPDU #%d: %+v, lab 2 says %+v", w.seq, e, w)
+		}
+	}
 }
