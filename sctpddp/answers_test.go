@@ -7,8 +7,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pion/sctp"
-
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -22,8 +20,7 @@ func (h sctpHostile) ReadSegment(ctx context.Context) ([]byte, error) {
 }
 
 func (h sctpHostile) WriteSegment(ssn uint16, seg []byte) error {
-	_, err := h.st.s.WriteSCTP(wire.SegmentChunk{SSN: wire.SSN(ssn), Segment: seg}.Append(nil), sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
-	return err
+	return h.st.s.Write(wire.SegmentChunk{SSN: wire.SSN(ssn), Segment: seg}.Append(nil), wire.PPIDSegment)
 }
 
 // readSegmentChunk reads messages until a DDP Segment Chunk and returns

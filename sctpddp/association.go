@@ -13,9 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
-	"github.com/pion/sctp"
 )
 
 // ErrClosed is returned by operations on a closed Association or Stream.
@@ -49,12 +47,12 @@ var ErrNoStreamID = errors.New("sctpddp: every DDP stream id of this end has car
 type Association struct {
 	s    *settings
 	conn *dtls.Conn
-	sctp *sctp.Association
+	sctp sctpAssociation
 	in   *countingConn // what SCTP reads and writes: counts the packets
 
-	accepted chan *sctp.Stream // fed by acceptLoop
-	ended    chan struct{}     // closed when acceptLoop ends: SCTP is over
-	closed   chan struct{}     // closed by end
+	accepted chan sctpStream // fed by acceptLoop
+	ended    chan struct{}   // closed when acceptLoop ends: SCTP is over
+	closed   chan struct{}   // closed by end
 	once     sync.Once
 	why      error // why it ended: set before closed is closed
 	closeErr error
@@ -117,7 +115,7 @@ func (a *Association) retired(id uint16) bool {
 }
 
 // maxStreamID is the highest SCTP Stream Identifier of an association:
-// pion offers 65535 streams each way, ids 0 to 65534.
+// both SCTP associations offer 65535 streams each way, ids 0 to 65534.
 const maxStreamID = 0xfffe
 
 // claimNew claims the next stream id of this end's parity that has not
@@ -151,9 +149,9 @@ func (a *Association) claimNew() (uint16, error) {
 
 // retire reads the DDP stream st once its session (or request) has ended
 // (Stream.drain), until nothing has come on it for
-// Config.RetiredStreamTimeout or the association ends. pion keeps the
-// stream and never offers its id to AcceptStream again, so this is the
-// only reader that will see what the peer still sends on it. "A DDP
+// Config.RetiredStreamTimeout or the association ends. The SCTP
+// association keeps the stream and never offers its id to AcceptStream
+// again, so this is the only reader that will see what the peer still sends on it. "A DDP
 // Stream Identifier MUST NOT be reused for another DDP Stream Session
 // while any Data Chunk from a prior session might be outstanding." (RFC
 // 5043 §6.6) Once the peer, heard from all along (Config.DeadPeerTimeout),
@@ -163,7 +161,7 @@ func (a *Association) claimNew() (uint16, error) {
 // peer that runs sessions one after the other do not pile up. At most
 // Config.MaxRetiredStreams are read at once; beyond, the reader of the
 // stream quiet longest stops early to make room. What a peer still sends
-// on a stream no reader reads stays in pion's receive buffer, which
+// on a stream no reader reads stays in the SCTP receive buffer, which
 // counts against that association's receive window only: a peer that
 // keeps sending on streams whose sessions are over slows itself, and
 // holds no goroutine beyond the cap.
@@ -230,14 +228,15 @@ func (a *Association) discard(st *Stream, n int) error {
 	if len(a.scratch) < n {
 		a.scratch = make([]byte, max(n, int(a.s.MaxMessageSize)))
 	}
-	// The message is whole in pion's queue already: this returns at once.
+	// The message is whole in the stream's queue already: this returns
+	// at once.
 	_, _, err := st.ReadMessage(context.Background(), a.scratch[:n])
 	return err
 }
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
-// connection. pion's server side takes no context, so ctx is enforced by
-// closing conn. onEnd, if not nil, is called once when the association
+// connection, with package sctp's association or, under Config.PionSCTP,
+// pion/sctp's. onEnd, if not nil, is called once when the association
 // ends (not if newAssociation fails).
 func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bool, onEnd func()) (*Association, error) {
 	var nc net.Conn = conn
@@ -248,49 +247,20 @@ func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bo
 		nc = tracedConn{nc, s.Trace, conn.RemoteAddr()}
 	}
 	in := &countingConn{Conn: nc}
-	opts := []sctp.AssociationOption{
-		sctp.WithNetConn(in),
-		sctp.WithMTU(s.MTU),
-		sctp.WithMaxReceiveBufferSize(s.MaxReceiveBufferSize),
-		sctp.WithMaxMessageSize(s.MaxMessageSize),
-		// RFC 5043 §10 speaks of DATA chunks with the U flag; keep pion
-		// from negotiating I-DATA (RFC 8260) instead.
-		sctp.WithEnableInterleaving(false),
+	handshake := ownHandshake
+	if s.PionSCTP {
+		handshake = pionHandshake
 	}
-	if s.LoggerFactory != nil {
-		opts = append(opts, sctp.WithLoggerFactory(s.LoggerFactory))
-	}
-	var assoc *sctp.Association
-	var err error
-	if server {
-		sopts := make([]sctp.ServerOption, len(opts))
-		for i, o := range opts {
-			sopts[i] = o
-		}
-		stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-		assoc, err = sctp.ServerWithOptions(sopts...)
-		if !stop() {
-			if err == nil {
-				_ = assoc.Close()
-			}
-			return nil, fmt.Errorf("sctpddp: SCTP handshake: %w", ctx.Err())
-		}
-	} else {
-		copts := make([]sctp.ClientOption, len(opts))
-		for i, o := range opts {
-			copts[i] = o
-		}
-		assoc, err = sctp.ClientContext(ctx, copts...)
-	}
+	assoc, err := handshake(ctx, s, conn, in, server)
 	if err != nil {
-		return nil, fmt.Errorf("sctpddp: SCTP handshake: %w", err)
+		return nil, err
 	}
 	a := &Association{
 		s:        s,
 		conn:     conn,
 		sctp:     assoc,
 		in:       in,
-		accepted: make(chan *sctp.Stream),
+		accepted: make(chan sctpStream),
 		ended:    make(chan struct{}),
 		closed:   make(chan struct{}),
 		onEnd:    onEnd,
@@ -319,7 +289,7 @@ func (a *Association) acceptLoop() {
 				a.s.refused(a.RemoteAddr(), ErrTooManyStreams)
 				_ = a.end(fmt.Errorf("%w (%d)", ErrTooManyStreams, a.s.MaxStreams))
 			}
-			continue // until pion's close ends AcceptStream
+			continue // until the close ends AcceptStream
 		}
 		select {
 		case a.accepted <- st:
@@ -344,7 +314,7 @@ func (a *Association) openStream(id uint16) (*Stream, error) {
 		return nil, a.Err()
 	default:
 	}
-	st, err := a.sctp.OpenStream(id, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
+	st, err := a.sctp.OpenStream(id)
 	if err != nil {
 		if a.isClosed() {
 			return nil, a.Err()
@@ -469,7 +439,7 @@ func (a *Association) end(why error) error {
 	return a.closeErr
 }
 
-// tracedConn hands each SCTP packet that pion reads or writes to
+// tracedConn hands each SCTP packet that the association reads or writes to
 // Config.Trace: one Read or Write of the DTLS connection is one packet.
 type tracedConn struct {
 	net.Conn

@@ -566,11 +566,10 @@ func (s *Stream) writeRaw(ctx context.Context, msg []byte) error {
 	if err := s.room.waitRoom(ctx, len(msg), false); err != nil {
 		return err
 	}
-	_, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(wire.PPIDSegment))
-	return err
+	return s.s.Write(msg, wire.PPIDSegment)
 }
 
 func (s *Stream) readRaw(buf []byte) (int, error) {
-	n, _, err := s.s.ReadSCTP(buf)
+	n, _, err := s.s.Read(buf)
 	return n, err
 }

@@ -234,6 +234,12 @@ type Config struct {
 	// and safe for concurrent use.
 	Refused func(remote net.Addr, why error)
 
+	// PionSCTP runs the associations on pion/sctp instead of package
+	// sctp, the default. Both ends must agree: package sctp refuses a peer
+	// without DDP's Adaptation Layer Indication (RFC 5043 §11.1), which
+	// pion/sctp does not send. For comparing the two, and as a fallback.
+	PionSCTP bool
+
 	// KeyLogWriter, if set, receives NSS key-log lines for Wireshark.
 	KeyLogWriter io.Writer
 	// LoggerFactory is passed to pion (pion's default if nil).
@@ -245,8 +251,8 @@ type Config struct {
 	// DTLS decrypts them. One call is one packet; packet is valid only
 	// during the call; peer is the association's remote UDP address,
 	// which tells a Listener's associations apart. It is called from
-	// pion's read and write loops, so it must be quick and safe for
-	// concurrent use. For recording sessions as captures.
+	// the association's read and write loops, so it must be quick and
+	// safe for concurrent use. For recording sessions as captures.
 	Trace func(peer net.Addr, outbound bool, packet []byte)
 
 	// connHook, for tests, wraps the DTLS connection that SCTP runs on,

@@ -88,7 +88,9 @@ func (a *Association) monitor() {
 				why = ErrSessionsEnded
 			} else if !a.local.Load() {
 				why = ErrPeerClosed
-				if err := a.in.err(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				if cause := a.sctp.Cause(); cause != nil {
+					why = cause
+				} else if err := a.in.err(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 					why = fmt.Errorf("%w: %w", ErrPeerClosed, err)
 				}
 			}
@@ -106,7 +108,7 @@ func (a *Association) monitor() {
 				return
 			}
 			if now.Sub(lastSent) >= interval {
-				a.sctp.ActiveHeartbeat()
+				a.sctp.Heartbeat()
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
-	"github.com/pion/sctp"
 )
 
 // badStreams starts n streams on client, from stream id first, each with
@@ -86,7 +85,7 @@ func TestTooManyBusyRetiredStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.s.WriteSCTP([]byte{0, 0, 0}, sctp.PayloadProtocolIdentifier(wire.PPIDSessionControl)); err != nil {
+		if err := st.s.Write([]byte{0, 0, 0}, wire.PPIDSessionControl); err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, st)
@@ -94,7 +93,7 @@ func TestTooManyBusyRetiredStreams(t *testing.T) {
 	junk := wire.SegmentChunk{SSN: 1, Segment: []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}}.Append(nil)
 	for range 20 {
 		for _, st := range streams {
-			if _, err := st.s.WriteSCTP(junk, 1000); err != nil { // an unexpected PPID
+			if err := st.s.Write(junk, 1000); err != nil { // an unexpected PPID
 				t.Fatal(err)
 			}
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
-	"github.com/pion/sctp"
 )
 
 type peer = rdmaptest.Peer
@@ -379,7 +378,7 @@ func TestSessionCloseWhileStarting(t *testing.T) {
 // rawStream opens a DDP stream and writes raw SCTP messages on it.
 func rawWrite(t *testing.T, st *Stream, ppid wire.PPID, msg []byte) {
 	t.Helper()
-	if _, err := st.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
+	if err := st.s.Write(msg, ppid); err != nil {
 		t.Fatal(err)
 	}
 }

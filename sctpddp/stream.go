@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/pion/sctp"
-
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
@@ -27,11 +25,10 @@ import (
 type Stream struct {
 	*Chunker
 	a *Association
-	s *sctp.Stream
+	s sctpStream
 }
 
-func newStream(a *Association, st *sctp.Stream) *Stream {
-	st.SetReliabilityParams(true, sctp.ReliabilityTypeReliable, 0)
+func newStream(a *Association, st sctpStream) *Stream {
 	s := &Stream{a: a, s: st}
 	s.Chunker = NewChunker(ChunkerConfig{
 		MULPDU:         a.s.mulpdu,
@@ -47,7 +44,7 @@ func newStream(a *Association, st *sctp.Stream) *Stream {
 }
 
 // ID returns the SCTP Stream Identifier.
-func (s *Stream) ID() uint16 { return s.s.StreamIdentifier() }
+func (s *Stream) ID() uint16 { return s.s.ID() }
 
 // MULPDU returns the association's MULPDU.
 func (s *Stream) MULPDU() int { return s.a.s.mulpdu }
@@ -71,10 +68,10 @@ func (s *Stream) WriteSegment(ctx context.Context, seg []byte) (wire.SSN, error)
 	return s.WriteSegmentv(ctx, seg, nil)
 }
 
-// writeSCTP queues one message on the outbound SCTP stream; pion copies
-// it into its chunks.
+// writeSCTP queues one message on the outbound SCTP stream, which copies
+// it.
 func (s *Stream) writeSCTP(msg []byte, ppid wire.PPID) error {
-	if _, err := s.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid)); err != nil {
+	if err := s.s.Write(msg, ppid); err != nil {
 		select {
 		case <-s.a.closed:
 			return s.a.Err()
@@ -105,7 +102,7 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, e
 			close(interrupted)
 		})
 	}
-	n, ppi, err := s.s.ReadSCTP(buf)
+	n, ppid, err := s.s.Read(buf)
 	if stop != nil && !stop() {
 		// ctx ended: undo the deadline so that later reads work.
 		<-interrupted
@@ -116,7 +113,7 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, e
 	}
 	if err != nil {
 		if errors.Is(err, io.ErrShortBuffer) {
-			return n, wire.PPID(ppi), err
+			return n, ppid, err
 		}
 		select {
 		case <-s.a.closed:
@@ -128,9 +125,13 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (int, wire.PPID, e
 			return 0, 0, s.a.Err()
 		default:
 		}
+		if s.a.sctp.Cause() != nil {
+			// The same, seen by the stream before the acceptor.
+			<-s.a.closed
+			return 0, 0, s.a.Err()
+		}
 		return 0, 0, err
 	}
-	ppid := wire.PPID(ppi)
 	switch ppid {
 	case wire.PPIDSegment:
 		if n >= wire.SSNLen {
@@ -174,8 +175,8 @@ func (a *Association) drain(r *retiredReader) {
 		_ = s.s.SetReadDeadline(deadline)
 		return !r.evicted.Load()
 	}
-	// pion runs a goroutine for each read deadline until it strikes:
-	// cancel it when the reader stops.
+	// A read deadline holds a timer until it strikes: cancel it when the
+	// reader stops.
 	defer func() { _ = s.s.SetReadDeadline(time.Time{}) }()
 	if !arm() {
 		return
@@ -216,5 +217,6 @@ func (a *Association) drain(r *retiredReader) {
 }
 
 // Close resets the outbound SCTP stream (RFC 6525); the association stays
-// open.
-func (s *Stream) Close() error { return s.s.Close() }
+// open. Only pion/sctp's association (Config.PionSCTP) resets streams;
+// over the default one Close returns an error and changes nothing.
+func (s *Stream) Close() error { return s.s.Reset() }

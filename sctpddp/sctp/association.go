@@ -113,8 +113,10 @@ const (
 	stateShutdownAckSent
 )
 
+// The reader's buffers: enough for the reader to run ahead of the loop
+// by a few packets, each as large as any SCTP packet over UDP.
 const (
-	assocReadBuffers = 16
+	assocReadBuffers = 4
 	assocReadBufSize = 1 << 16
 )
 
@@ -179,7 +181,7 @@ type Association struct {
 	timer     *time.Timer
 	released  []ReleasedChunk
 	lows      []func() // buffered-amount-low callbacks due
-	closeWait bool // Close asked for a SHUTDOWN
+	closeWait bool     // Close asked for a SHUTDOWN
 
 	in       chan []byte
 	free     chan []byte
@@ -274,21 +276,21 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 		h.InboundStreams = 64
 	}
 	a := &Association{
-		conn:       conn,
-		cfg:        cfg,
-		hsCfg:      h,
-		in:         make(chan []byte, assocReadBuffers),
-		free:       make(chan []byte, assocReadBuffers),
-		wake:       make(chan struct{}, 1),
-		closeReq:   make(chan struct{}),
-		abortReq:   make(chan struct{}),
-		done:       make(chan struct{}),
-		estab:      make(chan struct{}),
+		conn:        conn,
+		cfg:         cfg,
+		hsCfg:       h,
+		in:          make(chan []byte, assocReadBuffers),
+		free:        make(chan []byte, assocReadBuffers),
+		wake:        make(chan struct{}, 1),
+		closeReq:    make(chan struct{}),
+		abortReq:    make(chan struct{}),
+		done:        make(chan struct{}),
+		estab:       make(chan struct{}),
 		space:       make(chan struct{}, 1),
 		acceptReady: make(chan struct{}, 1),
 		streams:     make(map[uint16]*Stream),
-		wbuf:       make([]byte, 0, cfg.MTU),
-		pmdcs:      cfg.MTU - chunk.HeaderLen,
+		wbuf:        make([]byte, 0, cfg.MTU),
+		pmdcs:       cfg.MTU - chunk.HeaderLen,
 	}
 	// User data per fragment, a multiple of 4 so that no DATA chunk but
 	// a message's last is padded.
@@ -326,7 +328,6 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 	case <-a.estab:
 		return a, nil
 	case <-a.done:
-		<-a.estab
 		return nil, a.Err()
 	}
 }
@@ -412,11 +413,6 @@ func (a *Association) run(now time.Time) {
 		}
 		a.pending = nil
 		a.mu.Unlock()
-		select {
-		case <-a.estab:
-		default:
-			close(a.estab)
-		}
 		close(a.done)
 		a.conn.Close()
 		a.readerWG.Wait()
@@ -1267,7 +1263,6 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 	a.poke()
 	return nil
 }
-
 
 // Close shuts the association down gracefully (§9.2): queued and
 // outstanding data is delivered, then SHUTDOWN, SHUTDOWN ACK and

@@ -113,12 +113,14 @@
 // Server run the handshake and return it ESTABLISHED. Two goroutines
 // serve it: the run loop, which owns the TCB, the Sender, the Receiver
 // and one timer armed to the earliest deadline, and does all sending;
-// and a reader that hands packets to the loop in a fixed set of 16
+// and a reader that hands packets to the loop in a fixed set of 4
 // buffers of 64 KiB, returned after each packet. SendMessage gathers a
 // message into one buffer (one copy) that the Sender's chunks alias until
-// acknowledged; a second copy puts them in the packet. ReadMessage
-// receives copies; Config.OnMessage receives the Receiver's messages on
-// the loop, unfragmented ones in the packet itself. SACKs are bundled
+// acknowledged; a second copy puts them in the packet. Received messages
+// are copied into their Stream (stream.go: OpenStream, AcceptStream),
+// where they count against the receive window until Stream.ReadMessage
+// takes them; Config.OnMessage instead receives the Receiver's messages
+// on the loop, unfragmented ones in the packet itself. SACKs are bundled
 // before DATA, DATA chunks fill packets up to Config.MTU, HEARTBEATs go
 // on an idle path, a HEARTBEAT is answered by echoing its value whatever
 // it holds, and the peer is dead after Association.Max.Retrans errors or
