@@ -42,6 +42,27 @@ func IwarpSCTP(mtu int) Transport {
 	}
 }
 
+// IwarpSCTPOnPion is IwarpSCTP with its associations on pion/sctp
+// (sctpddp.Config.PionSCTP) instead of sctpddp's own: the two compared in
+// one run.
+func IwarpSCTPOnPion(mtu int) Transport {
+	t := IwarpSCTP(mtu)
+	t.Name += "-pion"
+	t.About = fmt.Sprintf("iwarp sctp:// on pion/sctp, RDMA Write 64 KiB, PSK, MTU %d", mtu)
+	cfg := func(sec *Security) *iwarp.Config {
+		c := iwarpConfig(sec, mtu)
+		c.SCTP.PionSCTP = true
+		return c
+	}
+	t.Listen = func(ctx context.Context, addr string, sec *Security) (Listener, error) {
+		return listenIwarp(ctx, "sctp://"+addr, cfg(sec))
+	}
+	t.Dial = func(ctx context.Context, addr string, sec *Security) (Sender, error) {
+		return dialIwarp(ctx, "sctp://"+addr, cfg(sec))
+	}
+	return t
+}
+
 // IwarpSCTPCert is IwarpSCTP authenticated with pinned certificates
 // instead of a PSK, as WebRTC does (both ends present Security's ECDSA
 // certificate and pin its fingerprint): pion/dtls then negotiates
