@@ -134,6 +134,13 @@ type CompletionQueue struct {
 	recvQPs []*QueuePair
 	sendQPs []*QueuePair
 	ready   func() bool // cq.nonEmpty, made once
+
+	// live counts the queue pairs (once as the receive CQ, once as the
+	// send CQ) that report here and have not ended; ended is the error
+	// of the last one that ended. Wait returns it once live is zero and
+	// the ring is empty.
+	live  int
+	ended error
 }
 
 // SetSpin sets how long Wait polls before it sleeps; by default it
@@ -166,6 +173,24 @@ func (cq *CompletionQueue) attach(qp *QueuePair, recv bool) {
 	} else {
 		cq.sendQPs = append(cq.sendQPs, qp)
 	}
+	cq.live++
+}
+
+// end records that a queue pair attached here has ended with err, its
+// last completions pushed, and wakes a waiter when it was the last.
+func (cq *CompletionQueue) end(err error) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	cq.live--
+	cq.ended = err
+	cq.wakeOne()
+}
+
+// over reports whether Wait has nothing to wait for: every queue pair
+// that reports here has ended and their completions have been taken. The
+// caller holds cq.mu.
+func (cq *CompletionQueue) over() bool {
+	return cq.n == 0 && cq.live == 0 && cq.ended != nil
 }
 
 func (cq *CompletionQueue) detach(qp *QueuePair, recv bool) {
@@ -262,7 +287,7 @@ func (cq *CompletionQueue) Poll(out []Completion) int {
 // Signalling a buffered channel allocates nothing, where closing and
 // replacing a channel per completion did. The caller holds cq.mu.
 func (cq *CompletionQueue) wakeOne() {
-	if cq.sleepers > 0 && cq.n > 0 {
+	if cq.sleepers > 0 && (cq.n > 0 || cq.over()) {
 		select {
 		case cq.wake <- struct{}{}:
 		default:
@@ -271,6 +296,10 @@ func (cq *CompletionQueue) wakeOne() {
 }
 
 // Wait returns the next completion, waiting for one until ctx is done.
+// Once every queue pair that reports here has ended (its stream stopped,
+// or it was closed) and their completions have been taken, it returns
+// the error the last of them ended with, as QueuePair.Err gives it
+// (matching ddp.ErrDisconnected for a peer's orderly close).
 //
 // When this CQ serves a single queue pair and its next completion can
 // come only from that queue pair's incoming segments (a receive, or the
@@ -335,6 +364,14 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			cq.mu.Unlock()
 			continue
 		}
+		if cq.over() {
+			err := cq.ended
+			cq.mu.Unlock()
+			if asked != nil {
+				asked.Poll(ctx, nil)
+			}
+			return Completion{}, err
+		}
 		cq.sleepers++
 		cq.mu.Unlock()
 		select {
@@ -343,6 +380,10 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		}
 		cq.mu.Lock()
 		cq.sleepers--
+		if cq.over() {
+			// The other sleepers return too.
+			cq.wakeOne()
+		}
 		if err := ctx.Err(); err != nil {
 			// The wake-up this goroutine may have taken goes to another.
 			cq.wakeOne()

@@ -503,4 +503,16 @@ func (qp *QueuePair) stopped(t []byte) {
 	qp.closeTerminated()
 }
 
-func (qp *QueuePair) closeTerminated() { qp.termOnce.Do(func() { close(qp.terminated) }) }
+// closeTerminated marks the queue pair ended, once: its completion
+// queues' waiters stop waiting for it.
+func (qp *QueuePair) closeTerminated() {
+	qp.termOnce.Do(func() {
+		close(qp.terminated)
+		err := qp.Err()
+		if err == nil {
+			err = ErrNotRunning
+		}
+		qp.cfg.RecvCQ.end(err)
+		qp.cfg.SendCQ.end(err)
+	})
+}
