@@ -21,19 +21,34 @@ var ErrNotIWARP = errors.New("no iWARP traffic: no TCP stream starts with an MPA
 // ErrNotIWARP. What cannot be decoded inside a connection is a record of
 // KindError.
 func Decode(r io.Reader) ([]Record, error) {
+	recs, err := DecodePrefix(r)
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// DecodePrefix is Decode for a capture that may be cut short or damaged
+// part way: when reading stops at a truncated or malformed packet, it
+// still returns the records of the packets before it, together with the
+// error that stopped it. A file that is no capture at all, or one with
+// no iWARP traffic before the error, gives no records.
+func DecodePrefix(r io.Reader) ([]Record, error) {
 	pr, err := pcapfile.NewReader(r)
 	if err != nil {
 		return nil, describeCaptureErr(err)
 	}
 	asm := pcapfile.NewAssembler()
 	sc := newSCTPDecoder()
+	var readErr error
 	for {
 		p, err := pr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, describeCaptureErr(err)
+			readErr = describeCaptureErr(err)
+			break
 		}
 		seg, err := pcapfile.DecodeTCP(p.LinkType, p.Data)
 		if err == nil {
@@ -47,6 +62,9 @@ func Decode(r io.Reader) ([]Record, error) {
 	recs := decodeMPA(streams)
 	recs = append(recs, sc.recs...)
 	if len(recs) == 0 {
+		if readErr != nil {
+			return nil, readErr
+		}
 		return nil, ErrNotIWARP
 	}
 	sort.SliceStable(recs, func(i, j int) bool {
@@ -61,7 +79,7 @@ func Decode(r io.Reader) ([]Record, error) {
 	for i := range recs {
 		recs[i].N = i + 1
 	}
-	return recs, nil
+	return recs, readErr
 }
 
 func describeCaptureErr(err error) error {

@@ -44,7 +44,7 @@ func decodeMPAConn(conn int, reqS, repS *pcapfile.Stream) []Record {
 		return recs
 	}
 	r := tcpRecord(conn, reqS, 0)
-	r.Kind, r.Len = KindMPARequest, n
+	r.Kind, r.Len, r.Raw = KindMPARequest, n, reqS.Data[:n]
 	r.Note = "the initiator asks to start MPA: " + frameWords(&req)
 	recs = append(recs, r)
 	if repS == nil {
@@ -57,7 +57,7 @@ func decodeMPAConn(conn int, reqS, repS *pcapfile.Stream) []Record {
 		return recs
 	}
 	r = tcpRecord(conn, repS, 0)
-	r.Kind, r.Len = KindMPAReply, m
+	r.Kind, r.Len, r.Raw = KindMPAReply, m, repS.Data[:m]
 	r.Note = "the responder answers: " + frameWords(&rep)
 	recs = append(recs, r)
 	if rep.Reject {

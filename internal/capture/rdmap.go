@@ -10,6 +10,7 @@ import (
 
 // describeSegment fills in a DDP Segment's DDP and RDMAP fields and note.
 func describeSegment(r *Record, seg []byte) {
+	r.Raw = seg
 	h, hl, err := ddp.ParseHeader(seg)
 	if err != nil {
 		r.Note = fmt.Sprintf("DDP header unreadable: %v", err)

@@ -46,6 +46,11 @@ type Record struct {
 	Immediate  *uint64         `json:"immediate_data,omitempty"`
 	InvSTag    *uint32         `json:"invalidate_stag,omitempty"`
 	Note       string          `json:"note"`
+	// Raw is the record's octets as they were decoded: the MPA Request
+	// or Reply Frame, the DDP Segment an FPDU or DATA chunk carried
+	// (Markers, CRC and DDP-SSN removed), or the session control
+	// message. It aliases the capture's reassembled data.
+	Raw []byte `json:"-"`
 
 	order int // tie-break within one instant: stream position
 }

@@ -5,6 +5,7 @@ package capture
 // edit here.
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -49,7 +50,13 @@ func (d *sctpDecoder) message(t time.Time, key, from, to string, stream uint16, 
 		d.conns[key] = c
 	}
 	d.order++
+	// A message of one chunk aliases the reader's packet buffer, which
+	// the next packet reuses; Raw keeps it.
+	msg = bytes.Clone(msg)
 	r := Record{Time: t, Conn: c, Transport: "sctp", Src: from, Dst: to, Len: len(msg), order: d.order}
+	if ppid == wire.PPIDSessionControl {
+		r.Raw = msg
+	}
 	st := stream
 	r.SCTPStream = &st
 	if ppid == wire.PPIDSessionControl {

@@ -1,0 +1,269 @@
+package replay
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/capture"
+	"github.com/iwarpgo/iwarp/rdmap"
+)
+
+// captures is where the bundled captures live: the page offers them.
+const captures = "../../web/static/captures"
+
+func decodeFile(t testing.TB, name string) *Model {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(captures, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, warn, err := Decode(bytes.NewReader(b))
+	if err != nil || warn != "" {
+		t.Fatalf("%s: %v %q", name, err, warn)
+	}
+	checkModel(t, m)
+	return m
+}
+
+// event returns the event of iwarp dump's record n.
+func event(t *testing.T, m *Model, n int) *Event {
+	t.Helper()
+	for i := range m.Events {
+		if m.Events[i].Rec.N == n {
+			return &m.Events[i]
+		}
+	}
+	t.Fatalf("no record %d", n)
+	return nil
+}
+
+func TestSiwTerminate(t *testing.T) {
+	m := decodeFile(t, "siw-terminate.pcap")
+	if len(m.Conns) != 1 || len(m.Streams) != 2 || m.Segments != 10 || m.Delivered != 10 {
+		t.Fatalf("conns %d streams %d segments %d delivered %d", len(m.Conns), len(m.Streams), m.Segments, m.Delivered)
+	}
+	c := m.Conns[0]
+	if c.Initiator != "10.0.2.2:40000" || c.Request == nil || c.Reply == nil || c.Request.Rev != 2 || !c.CRC ||
+		c.MarkersToInitiator || c.MarkersToResponder || c.Reply.IRD != 1 || c.Reply.ORD != 1 {
+		t.Fatalf("conn %+v request %+v reply %+v", c, c.Request, c.Reply)
+	}
+	// Record 5, the Read Response, answers record 4, the Read Request,
+	// and lands in the requester's sink at its TO.
+	resp, req := event(t, m, 5), event(t, m, 4)
+	if resp.Answers != req.I {
+		t.Errorf("Read Response answers %d, want %d", resp.Answers, req.I)
+	}
+	buf := m.Buffers[resp.Buffer-1]
+	if !buf.Tagged || buf.STag != 0xd1e06500 || buf.Base != 0x55a24348af30 || buf.Len != 64 || buf.Owner != "10.0.2.15:7174" || resp.Offset != 0 {
+		t.Errorf("Read Response into %+v at %d", buf, resp.Offset)
+	}
+	// Record 12, siw's Terminate, names record 11, the Send to MSN 4.
+	tm := event(t, m, 12)
+	th := tm.Terminated
+	if th == nil || !th.Siw || th.Layer != 1 || th.EType != 2 || th.ECode != 2 || th.Tagged || th.QN != 0 || th.MSN != 4 || th.MO != 0 {
+		t.Fatalf("Terminate's header %+v", th)
+	}
+	if !strings.Contains(th.Name, "Invalid Message Sequence Number") {
+		t.Errorf("Terminate's name %q", th.Name)
+	}
+	if tm.Answers != event(t, m, 11).I {
+		t.Errorf("Terminate names %d, want record 11's event", tm.Answers)
+	}
+}
+
+func TestSendPlacedBeforeDelivered(t *testing.T) {
+	m := decodeFile(t, "perf-send-tcp-markers.pcap")
+	c := m.Conns[0]
+	// The initiator asked for Markers (its Request's M bit): the FPDUs
+	// sent to it carry them (RFC 5044 §7.1.1).
+	if !c.Request.Markers || !c.MarkersToInitiator || c.MarkersToResponder || !c.CRC {
+		t.Fatalf("conn %+v", c)
+	}
+	if e := event(t, m, 3); !e.RTR || e.Rec.Op != "RDMA Write" {
+		t.Errorf("record 3 %+v: want the zero-length Write RTR", e)
+	}
+	first, second, last := event(t, m, 8), event(t, m, 9), event(t, m, 10)
+	if first.Buffer == 0 || first.Buffer != second.Buffer || second.Buffer != last.Buffer || second.Offset != 32744 || last.Offset != 65488 {
+		t.Fatalf("segments of the 70000-octet Send: %+v %+v %+v", first, second, last)
+	}
+	if len(first.Delivered) != 0 || len(second.Delivered) != 0 {
+		t.Errorf("delivered before its last segment: %v %v", first.Delivered, second.Delivered)
+	}
+	if want := []int{first.I, second.I, last.I}; !equalInts(last.Delivered, want) {
+		t.Errorf("the last segment delivers %v, want %v", last.Delivered, want)
+	}
+	s := m.Snapshot(second.I+1, []int{first.Buffer})[0]
+	if s.Cells != strings.Repeat("p", MaxShown) {
+		t.Errorf("after two segments the cells are %q", s.Cells[:16])
+	}
+	if !bytes.Equal(s.Data, first.Payload()[:MaxShown]) {
+		t.Errorf("placed octets differ from the first segment's")
+	}
+	if s := m.Snapshot(last.I+1, []int{first.Buffer})[0]; s.Cells != strings.Repeat("d", MaxShown) {
+		t.Errorf("after the last segment the cells are %q", s.Cells[:16])
+	}
+	if b := m.Buffers[first.Buffer-1]; b.Len != 70000 || b.Shown != MaxShown {
+		t.Errorf("buffer %+v", b)
+	}
+}
+
+func TestAtomicAnswers(t *testing.T) {
+	m := decodeFile(t, "perf-atomic-tcp.pcap")
+	for _, p := range [][2]int{{10, 8}, {11, 9}} {
+		if a, q := event(t, m, p[0]), event(t, m, p[1]); a.Answers != q.I {
+			t.Errorf("Atomic Response %d answers %d, want %d", p[0], a.Answers, q.I)
+		}
+	}
+}
+
+func TestSCTPCaptures(t *testing.T) {
+	m := decodeFile(t, "rping-sctp.pcap")
+	if len(m.Conns) != 1 || m.Conns[0].Transport != "sctp" || len(m.Streams) != 2 {
+		t.Fatalf("conns %+v streams %+v", m.Conns, m.Streams)
+	}
+	// Record 3 is the first Segment after the Initiate (DDP-SSN 0).
+	if e := event(t, m, 3); e.Seq != 1 || !equalInts(e.Delivered, []int{e.I}) {
+		t.Errorf("record 3: seq %d delivered %v", e.Seq, e.Delivered)
+	}
+	if resp, req := event(t, m, 12), event(t, m, 11); resp.Answers != req.I {
+		t.Errorf("Read Response answers %d, want %d", resp.Answers, req.I)
+	}
+}
+
+// TestPlacedBytes checks every bundled capture's pictures against the
+// records: each buffer's kept octets are those the last segment to land
+// on them carried, and every cell of a delivered message is delivered.
+func TestPlacedBytes(t *testing.T) {
+	names, _ := filepath.Glob(filepath.Join(captures, "*.pcap"))
+	if len(names) < 5 {
+		t.Fatalf("%d bundled captures", len(names))
+	}
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			m := decodeFile(t, filepath.Base(name))
+			want := map[int][]byte{}
+			var ids []int
+			for _, b := range m.Buffers {
+				want[b.ID] = make([]byte, b.Shown)
+				ids = append(ids, b.ID)
+			}
+			for i := range m.Events {
+				e := &m.Events[i]
+				if e.Kind != EventSegment || e.Rec.CRC == capture.CRCBad {
+					continue
+				}
+				b := m.Buffers[e.Buffer-1]
+				off := uint64(e.Rec.DDP.MO)
+				if b.Tagged {
+					off = e.Rec.DDP.TO - b.Base
+				}
+				if off < uint64(b.Shown) {
+					copy(want[b.ID][off:], e.Payload())
+				}
+			}
+			for _, s := range m.Snapshot(len(m.Events), ids) {
+				if !bytes.Equal(s.Data, want[s.ID]) {
+					t.Errorf("buffer %d: %q, want %q", s.ID, s.Data, want[s.ID])
+				}
+				if strings.ContainsAny(s.Cells, "p") {
+					t.Errorf("buffer %d: cells placed but never delivered: %s", s.ID, s.Cells)
+				}
+			}
+		})
+	}
+}
+
+// TestOutOfOrder plays DDP Segments that arrive out of DDP-SSN order, as
+// SCTP's unordered delivery hands them over: each is placed at once,
+// each message delivered only when it and all before it are complete.
+func TestOutOfOrder(t *testing.T) {
+	send := func(msn, mo uint32, last bool) ddp.Header {
+		return ddp.Header{Last: last, DV: ddp.Version, RsvdULP: [5]byte{byte(rdmap.OpSend)}, MSN: msn, MO: mo}
+	}
+	initiate := sctpSeg(0, ddp.Header{}, "")
+	initiate.Kind, initiate.DDP, initiate.Function = capture.KindSessionControl, nil, "DDP Stream Session Initiate"
+	recs := []capture.Record{
+		initiate,
+		sctpSeg(2, send(1, 4, true), "efgh"),  // message 1, second segment
+		sctpSeg(3, send(2, 0, true), "WXYZ"),  // message 2
+		sctpSeg(1, send(1, 0, false), "abcd"), // message 1, first segment
+		sctpSeg(4, ddp.Header{Tagged: true, Last: true, DV: ddp.Version, STag: 7, TO: 0x100}, "1234"), // a Write
+	}
+	m := Build(recs)
+	checkModel(t, m)
+	if m.Events[0].Kind != EventControl || m.Events[0].Seq != 0 {
+		t.Fatalf("the Initiate: %+v", m.Events[0])
+	}
+	if len(m.Events[1].Delivered) != 0 || len(m.Events[2].Delivered) != 0 {
+		t.Fatalf("delivered before the first segment arrived: %v %v", m.Events[1].Delivered, m.Events[2].Delivered)
+	}
+	if got := m.Events[3].Delivered; !equalInts(got, []int{3, 1, 2}) {
+		t.Errorf("the missing segment delivers %v, want [3 1 2]", got)
+	}
+	if m.Events[1].Message != 3 || m.Events[2].Message != 2 {
+		t.Errorf("messages %d %d", m.Events[1].Message, m.Events[2].Message)
+	}
+	if got := m.Events[4].Delivered; !equalInts(got, []int{4}) {
+		t.Errorf("the Write delivers %v", got)
+	}
+	s := m.Snapshot(len(m.Events), []int{m.Events[1].Buffer})[0]
+	if string(s.Data) != "abcdefgh" || s.Cells != "dddddddd" {
+		t.Errorf("receive buffer %q %q", s.Data, s.Cells)
+	}
+	if s := m.Snapshot(2, []int{m.Events[1].Buffer})[0]; s.Cells != "....pppp" {
+		t.Errorf("after the first arrival: %q", s.Cells)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(captures, "siw-terminate.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every cut of the file: the records before the cut stay, with a
+	// warning, or there are none and an error says why.
+	full := 12
+	shorter := false
+	for n := len(b) - 1; n > 0; n-- {
+		m, warn, err := Decode(bytes.NewReader(b[:n]))
+		if err != nil {
+			continue
+		}
+		checkModel(t, m)
+		if len(m.Events) > full {
+			t.Fatalf("cut at %d: %d events", n, len(m.Events))
+		}
+		// A cut between two packets leaves a shorter capture, whole.
+		if warn != "" && !strings.Contains(warn, "truncated") {
+			t.Fatalf("cut at %d: warning %q", n, warn)
+		}
+		shorter = shorter || len(m.Events) < full
+	}
+	if !shorter {
+		t.Error("no cut lost a record")
+	}
+	if _, _, err := Decode(bytes.NewReader([]byte("random bytes, not a capture"))); err == nil || !strings.Contains(err.Error(), "not a valid pcap") {
+		t.Errorf("random bytes: %v", err)
+	}
+	// The file header and the MPA Request's packet only: no iWARP.
+	if _, _, err := Decode(bytes.NewReader(b[:24])); !errors.Is(err, capture.ErrNotIWARP) {
+		t.Errorf("no packets: %v", err)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
