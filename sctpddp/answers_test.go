@@ -20,7 +20,7 @@ func (h sctpHostile) ReadSegment(ctx context.Context) ([]byte, error) {
 }
 
 func (h sctpHostile) WriteSegment(ssn uint16, seg []byte) error {
-	return h.st.s.Write(wire.SegmentChunk{SSN: wire.SSN(ssn), Segment: seg}.Append(nil), wire.PPIDSegment)
+	return h.st.s.Write(context.Background(), wire.SegmentChunk{SSN: wire.SSN(ssn), Segment: seg}.Append(nil), wire.PPIDSegment)
 }
 
 // readSegmentChunk reads messages until a DDP Segment Chunk and returns

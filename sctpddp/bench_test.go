@@ -566,7 +566,7 @@ func (s *Stream) writeRaw(ctx context.Context, msg []byte) error {
 	if err := s.room.waitRoom(ctx, len(msg), false); err != nil {
 		return err
 	}
-	return s.s.Write(msg, wire.PPIDSegment)
+	return s.s.Write(context.Background(), msg, wire.PPIDSegment)
 }
 
 func (s *Stream) readRaw(buf []byte) (int, error) {

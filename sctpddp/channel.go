@@ -251,7 +251,7 @@ func (s *ChannelStream) NewSession(ctx context.Context) error {
 }
 
 // send hands one message to the channel, unless it is closing.
-func (s *ChannelStream) send(msg []byte, _ wire.PPID) error {
+func (s *ChannelStream) send(_ context.Context, msg []byte, _ wire.PPID) error {
 	if s.gone() {
 		return ErrChannelClosed
 	}

@@ -291,7 +291,7 @@ func TestChunkerAllocs(t *testing.T) {
 		MULPDU:         wire.MaxDataChannelMULPDU,
 		ImpliedPPID:    true,
 		SendQueueLimit: MaxSendQueueLimit,
-		Send:           func(msg []byte, _ wire.PPID) error { sent += len(msg); return nil },
+		Send:           func(_ context.Context, msg []byte, _ wire.PPID) error { sent += len(msg); return nil },
 		Buffered:       func() uint64 { return 0 },
 		Err:            func() error { return ErrChannelClosed },
 	})
@@ -342,7 +342,7 @@ func TestChunkerNeverAcknowledged(t *testing.T) {
 	c := NewChunker(ChunkerConfig{
 		MULPDU:         wire.MinMULPDU,
 		SendQueueLimit: 1 << 40, // as much as a caller may ask
-		Send: func(msg []byte, _ wire.PPID) error {
+		Send: func(_ context.Context, msg []byte, _ wire.PPID) error {
 			buffered += uint64(len(msg))
 			chunks++
 			return nil

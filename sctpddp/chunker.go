@@ -25,13 +25,22 @@ type ChunkerConfig struct {
 	// (wire.DataChannelFramable).
 	ImpliedPPID bool
 	// SendQueueLimit caps the bytes queued or in flight: a write waits
-	// while one more message would exceed it. At most MaxSendQueueLimit.
+	// while one more message would exceed it. At most MaxSendQueueLimit,
+	// unless Unacked is set.
 	SendQueueLimit uint64
 	// Send queues one whole message with its PPID; the transport copies
-	// it.
-	Send func(msg []byte, ppid wire.PPID) error
+	// it. It may wait for room in the transport until ctx ends.
+	Send func(ctx context.Context, msg []byte, ppid wire.PPID) error
 	// Buffered returns the bytes queued or in flight.
 	Buffered func() uint64
+	// Window, if not nil, lowers the cap to what the transport's path
+	// takes now (an SCTP association's congestion-controlled send
+	// window); it is asked at each write.
+	Window func() uint64
+	// Unacked, if not nil, returns the number of messages queued or in
+	// flight, and RFC 5043 §10's limit is kept by that count instead of
+	// by the byte cap: SendQueueLimit may then exceed MaxSendQueueLimit.
+	Unacked func() int
 	// Ready, if not nil, blocks until the transport can send (a data
 	// channel that is opening).
 	Ready func(ctx context.Context) error
@@ -72,7 +81,11 @@ type Chunker struct {
 // DDP-SSN 0.
 func NewChunker(cfg ChunkerConfig) *Chunker {
 	c := &Chunker{cfg: cfg}
-	c.room = sendRoom{limit: min(cfg.SendQueueLimit, MaxSendQueueLimit), buffered: cfg.Buffered,
+	limit := cfg.SendQueueLimit
+	if cfg.Unacked == nil {
+		limit = min(limit, MaxSendQueueLimit)
+	}
+	c.room = sendRoom{limit: limit, buffered: cfg.Buffered, window: cfg.Window, unacked: cfg.Unacked,
 		low: make(chan struct{}, 1), done: cfg.Done, gone: cfg.Gone}
 	return c
 }
@@ -212,7 +225,7 @@ func (c *Chunker) send(ctx context.Context, ppid wire.PPID, msg []byte) error {
 	if err := c.room.waitRoom(ctx, len(msg), control); err != nil {
 		return c.closedErr(err)
 	}
-	if err := c.cfg.Send(msg, ppid); err != nil {
+	if err := c.cfg.Send(ctx, msg, ppid); err != nil {
 		return err
 	}
 	c.next = c.next.Next()
@@ -260,11 +273,16 @@ var errClosed = errors.New("sctpddp: transport ended")
 // except control messages, of which at most controlReserve are sent
 // between two moments when the queue is empty. So unacknowledged chunks
 // number at most limit/MinSegmentChunkLen + controlReserve <= MaxInFlight.
+// A transport that counts its unacknowledged messages (unacked) has the
+// count kept below MaxInFlight - controlReserve instead, control messages
+// below MaxInFlight, and a byte cap of any size.
 //
 // Its fields are guarded by the Chunker's mutex.
 type sendRoom struct {
 	limit    uint64          // cap, bytes
 	buffered func() uint64   // queued + in flight
+	window   func() uint64   // lowers the cap; may be nil
+	unacked  func() int      // messages queued + in flight; may be nil
 	low      chan struct{}   // signalled when the buffered amount drops
 	done     <-chan struct{} // closed when the stream can no longer send
 	gone     func() bool     // an end done may not show yet; may be nil
@@ -280,13 +298,33 @@ func (r *sendRoom) waitRoom(ctx context.Context, n int, control bool) error {
 		if b == 0 {
 			r.ctlSinceDrain = 0
 		}
-		if b+uint64(n) <= r.limit && (!control || r.ctlSinceDrain < controlReserve) {
+		if b+uint64(n) <= r.cap(n) && r.chunksOK(control) && (!control || r.ctlSinceDrain < controlReserve) {
 			return nil
 		}
 		if err := r.wait(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// cap is the byte cap for a message of n bytes: the limit, lowered to
+// the window when there is one, but never below one message.
+func (r *sendRoom) cap(n int) uint64 {
+	if r.window == nil {
+		return r.limit
+	}
+	return min(r.limit, max(r.window(), uint64(n)))
+}
+
+// chunksOK reports whether RFC 5043 §10's count allows one more message.
+func (r *sendRoom) chunksOK(control bool) bool {
+	if r.unacked == nil {
+		return true
+	}
+	if control {
+		return r.unacked() < wire.MaxInFlight
+	}
+	return r.unacked() < wire.MaxInFlight-controlReserve
 }
 
 // waitEmpty blocks until nothing is queued or in flight.

@@ -38,6 +38,10 @@ const (
 	DefaultUDPBufferSize = 4 << 20
 	// DefaultMaxReceiveBufferSize is the SCTP receive window.
 	DefaultMaxReceiveBufferSize = 1 << 20
+	// DefaultMaxWindow bounds the auto-tuned windows of an association
+	// (Config.MaxWindow): 16 MiB each way, 40 MB/s over a 400 ms round
+	// trip.
+	DefaultMaxWindow = 16 << 20
 	// DefaultMaxMessageSize is the largest SCTP message.
 	DefaultMaxMessageSize = 64 << 10
 	// DefaultSendQueueLimit is the per-stream cap on bytes queued or in
@@ -88,7 +92,8 @@ type Config struct {
 	// 0; negative leaves the OS default).
 	UDPBufferSize int
 	// MaxReceiveBufferSize is the SCTP receive window
-	// (DefaultMaxReceiveBufferSize if 0).
+	// (DefaultMaxReceiveBufferSize if 0): the one package sctp's
+	// association starts from (MaxWindow), pion/sctp's throughout.
 	MaxReceiveBufferSize uint32
 	// MaxMessageSize is the largest SCTP message sent or received
 	// (DefaultMaxMessageSize if 0, at least MULPDU + 2).
@@ -234,6 +239,15 @@ type Config struct {
 	// and safe for concurrent use.
 	Refused func(remote net.Addr, why error)
 
+	// MaxWindow bounds, per association, the windows that package sctp's
+	// association tunes to the path: what may be queued or unacknowledged
+	// each way (DefaultMaxWindow if 0). The receive window starts at
+	// MaxReceiveBufferSize and doubles, up to MaxWindow, while the peer
+	// sends half of it within two round trips; the send window is twice
+	// the congestion window, at least 256 KiB. Under PionSCTP the windows
+	// are fixed: MaxReceiveBufferSize, and SendQueueLimit per stream.
+	MaxWindow uint32
+
 	// PionSCTP runs the associations on pion/sctp instead of package
 	// sctp, the default. Both ends must agree: package sctp refuses a peer
 	// without DDP's Adaptation Layer Indication (RFC 5043 §11.1), which
@@ -346,6 +360,10 @@ func (c *Config) settings() (*settings, error) {
 	if s.MaxMessageSize == 0 {
 		s.MaxMessageSize = DefaultMaxMessageSize
 	}
+	if s.MaxWindow == 0 {
+		s.MaxWindow = DefaultMaxWindow
+	}
+	s.MaxWindow = max(s.MaxWindow, s.MaxReceiveBufferSize)
 	if int(s.MaxMessageSize) < s.mulpdu+wire.SSNLen {
 		s.MaxMessageSize = uint32(s.mulpdu + wire.SSNLen)
 	}

@@ -3,6 +3,7 @@
 package sctpddp
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func TestTooManyBusyRetiredStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.s.Write([]byte{0, 0, 0}, wire.PPIDSessionControl); err != nil {
+		if err := st.s.Write(context.Background(), []byte{0, 0, 0}, wire.PPIDSessionControl); err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, st)
@@ -93,7 +94,7 @@ func TestTooManyBusyRetiredStreams(t *testing.T) {
 	junk := wire.SegmentChunk{SSN: 1, Segment: []byte{0xc1, 0x40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}}.Append(nil)
 	for range 20 {
 		for _, st := range streams {
-			if err := st.s.Write(junk, 1000); err != nil { // an unexpected PPID
+			if err := st.s.Write(context.Background(), junk, 1000); err != nil { // an unexpected PPID
 				t.Fatal(err)
 			}
 		}

@@ -36,8 +36,9 @@ type sctpAssociation interface {
 // sctpStream is one Stream Identifier of an sctpAssociation, both ways.
 type sctpStream interface {
 	ID() uint16
-	// Write queues one message; the stream copies it.
-	Write(msg []byte, ppid wire.PPID) error
+	// Write queues one message; the stream copies it. It may wait for
+	// room until ctx ends.
+	Write(ctx context.Context, msg []byte, ppid wire.PPID) error
 	// Read reads one whole message; a short buf gives the message's
 	// length and io.ErrShortBuffer and keeps the message.
 	Read(buf []byte) (int, wire.PPID, error)

@@ -44,8 +44,9 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 			RequireDDP:      true,
 		},
 		MTU:               int(s.MTU),
-		ReceiveBufferSize: s.MaxReceiveBufferSize,
-		SendBufferSize:    ownSendBufferSize(s),
+		ReceiveBufferSize: s.MaxWindow,
+		ReceiveWindow:     s.MaxReceiveBufferSize,
+		SendBufferSize:    int(s.MaxWindow),
 		// The monitor sends HEARTBEATs on an idle path (Heartbeat) and
 		// applies Config.DeadPeerTimeout; the association's own
 		// idle-path HEARTBEATs would duplicate them.
@@ -76,13 +77,6 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 		return nil, fmt.Errorf("sctpddp: SCTP handshake: %w", err)
 	}
 	return ownAssociation{a}, nil
-}
-
-// ownSendBufferSize bounds what the association holds queued or
-// unacknowledged over all its streams: room for several streams' send
-// queues, each capped at the settings' sendQueueLimit.
-func ownSendBufferSize(s *settings) int {
-	return int(min(4*s.sendQueueLimit, 64<<20))
 }
 
 func (o ownAssociation) OpenStream(id uint16) (sctpStream, error) {
@@ -133,9 +127,16 @@ type ownStream struct{ s *sctp.Stream }
 
 func (o ownStream) ID() uint16 { return o.s.ID() }
 
-func (o ownStream) Write(msg []byte, ppid wire.PPID) error {
-	return o.s.SendMessage(context.Background(), uint32(ppid), true, [][]byte{msg})
+func (o ownStream) Write(ctx context.Context, msg []byte, ppid wire.PPID) error {
+	return o.s.SendMessage(ctx, uint32(ppid), true, [][]byte{msg})
 }
+
+// unacked is the stream's count of messages queued or unacknowledged, by
+// which the Chunker keeps RFC 5043 §10's limit.
+func (o ownStream) unacked() int { return o.s.UnackedMessages() }
+
+// sendWindow is what the association lets be queued or in flight now.
+func (o ownAssociation) sendWindow() uint64 { return uint64(o.a.SendWindow()) }
 
 func (o ownStream) Read(buf []byte) (int, wire.PPID, error) {
 	n, ppid, _, err := o.s.ReadMessage(context.Background(), buf)
@@ -144,8 +145,9 @@ func (o ownStream) Read(buf []byte) (int, wire.PPID, error) {
 
 func (o ownStream) SetReadDeadline(t time.Time) error { return o.s.SetReadDeadline(t) }
 func (o ownStream) BufferedAmount() uint64            { return o.s.BufferedAmount() }
-func (o ownStream) SetBufferedAmountLowThreshold(n uint64) {
-	o.s.SetBufferedAmountLowThreshold(n)
-}
-func (o ownStream) OnBufferedAmountLow(f func()) { o.s.OnBufferedAmountLow(f) }
-func (o ownStream) Reset() error                 { return errNoStreamReset }
+
+// SetBufferedAmountLowThreshold has no effect: f is called after every
+// acknowledgement that frees some of the stream's messages.
+func (o ownStream) SetBufferedAmountLowThreshold(uint64) {}
+func (o ownStream) OnBufferedAmountLow(f func())         { o.s.OnAcked(f) }
+func (o ownStream) Reset() error                         { return errNoStreamReset }

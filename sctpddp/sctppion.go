@@ -92,7 +92,7 @@ type pionStream struct{ s *sctp.Stream }
 
 func (p pionStream) ID() uint16 { return p.s.StreamIdentifier() }
 
-func (p pionStream) Write(msg []byte, ppid wire.PPID) error {
+func (p pionStream) Write(_ context.Context, msg []byte, ppid wire.PPID) error {
 	_, err := p.s.WriteSCTP(msg, sctp.PayloadProtocolIdentifier(ppid))
 	return err
 }

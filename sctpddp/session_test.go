@@ -378,7 +378,7 @@ func TestSessionCloseWhileStarting(t *testing.T) {
 // rawStream opens a DDP stream and writes raw SCTP messages on it.
 func rawWrite(t *testing.T, st *Stream, ppid wire.PPID, msg []byte) {
 	t.Helper()
-	if err := st.s.Write(msg, ppid); err != nil {
+	if err := st.s.Write(context.Background(), msg, ppid); err != nil {
 		t.Fatal(err)
 	}
 }

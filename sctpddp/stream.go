@@ -30,14 +30,24 @@ type Stream struct {
 
 func newStream(a *Association, st sctpStream) *Stream {
 	s := &Stream{a: a, s: st}
-	s.Chunker = NewChunker(ChunkerConfig{
+	cfg := ChunkerConfig{
 		MULPDU:         a.s.mulpdu,
 		SendQueueLimit: a.s.sendQueueLimit,
 		Send:           s.writeSCTP,
 		Buffered:       st.BufferedAmount,
 		Done:           a.closed,
 		Err:            a.Err,
-	})
+	}
+	if o, ok := a.sctp.(ownAssociation); ok {
+		// The association's send window follows the path; unless
+		// Config.SendQueueLimit says otherwise, a stream may use all
+		// of it, its messages counted for RFC 5043 §10.
+		cfg.Window, cfg.Unacked = o.sendWindow, st.(ownStream).unacked
+		if a.s.SendQueueLimit <= 0 {
+			cfg.SendQueueLimit = uint64(a.s.MaxWindow)
+		}
+	}
+	s.Chunker = NewChunker(cfg)
 	st.SetBufferedAmountLowThreshold(s.SendQueueLimit() / 2)
 	st.OnBufferedAmountLow(s.BufferedAmountLow)
 	return s
@@ -70,8 +80,8 @@ func (s *Stream) WriteSegment(ctx context.Context, seg []byte) (wire.SSN, error)
 
 // writeSCTP queues one message on the outbound SCTP stream, which copies
 // it.
-func (s *Stream) writeSCTP(msg []byte, ppid wire.PPID) error {
-	if err := s.s.Write(msg, ppid); err != nil {
+func (s *Stream) writeSCTP(ctx context.Context, msg []byte, ppid wire.PPID) error {
+	if err := s.s.Write(ctx, msg, ppid); err != nil {
 		select {
 		case <-s.a.closed:
 			return s.a.Err()

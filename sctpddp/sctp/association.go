@@ -45,10 +45,19 @@ type Config struct {
 	// default 1200.
 	MTU int
 	// SendBufferSize bounds the bytes of user messages queued and
-	// unacknowledged; SendMessage blocks beyond it. Default 1 MiB.
+	// unacknowledged; SendMessage blocks beyond SendWindow, which is
+	// twice the congestion window or flight size, at least
+	// min(256 KiB, SendBufferSize), at most SendBufferSize. Default 1 MiB.
 	SendBufferSize int
-	// ReceiveBufferSize is the receive window (RecvDefaultBufferSize if 0).
+	// ReceiveBufferSize bounds the receive window (RecvDefaultBufferSize
+	// if 0); ReceiveWindow is the window advertised first
+	// (ReceiveBufferSize if 0 or larger). The window doubles, up to
+	// ReceiveBufferSize, whenever the peer sends half of it within two
+	// round trips (a sender the window holds back, as quic-go's flow
+	// control auto-tuning has it), and returns to ReceiveWindow once the
+	// peer has sent nothing for a second and eight round trips.
 	ReceiveBufferSize uint32
+	ReceiveWindow     uint32
 	// SACKDelay is the delayed acknowledgement timeout
 	// (RecvDefaultSACKDelay if 0).
 	SACKDelay time.Duration
@@ -180,8 +189,14 @@ type Association struct {
 	tagTie    AssociationTags
 	timer     *time.Timer
 	released  []ReleasedChunk
-	lows      []func() // buffered-amount-low callbacks due
-	closeWait bool     // Close asked for a SHUTDOWN
+	acked     []*Stream // streams whose OnAcked is due
+	closeWait bool      // Close asked for a SHUTDOWN
+
+	// Receive window auto-tuning (tuneWindow): the epoch's start and the
+	// bytes of new DATA since, and when DATA last came.
+	rwEpoch  time.Time
+	rwBytes  uint64
+	lastData time.Time
 
 	in       chan []byte
 	free     chan []byte
@@ -196,7 +211,9 @@ type Association struct {
 	// run loop.
 	mu          sync.Mutex
 	pending     []*outMsg
-	queuedBytes int // bytes of messages in pending or in the Sender
+	queuedBytes int    // bytes of messages in pending or in the Sender
+	rwnd        uint32 // the receive window, for ReceiveWindow
+	sendWindow  int    // what queuedBytes may reach: SendWindow
 	space       chan struct{}
 	streams     map[uint16]*Stream
 	accepts     []*Stream // streams the peer started, for AcceptStream
@@ -258,6 +275,9 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 	if cfg.ReceiveBufferSize == 0 {
 		cfg.ReceiveBufferSize = RecvDefaultBufferSize
 	}
+	if cfg.ReceiveWindow == 0 || cfg.ReceiveWindow > cfg.ReceiveBufferSize {
+		cfg.ReceiveWindow = cfg.ReceiveBufferSize
+	}
 	h := cfg.Handshake
 	if h.LocalPort == 0 {
 		h.LocalPort = 5000
@@ -267,7 +287,7 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 		h.PeerPort = 5000
 	}
 	if h.ARwnd == 0 {
-		h.ARwnd = cfg.ReceiveBufferSize
+		h.ARwnd = cfg.ReceiveWindow
 	}
 	if h.OutboundStreams == 0 {
 		h.OutboundStreams = 64
@@ -290,6 +310,7 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 		acceptReady: make(chan struct{}, 1),
 		streams:     make(map[uint16]*Stream),
 		wbuf:        make([]byte, 0, cfg.MTU),
+		sendWindow:  min(minSendWindow, cfg.SendBufferSize),
 		pmdcs:       cfg.MTU - chunk.HeaderLen,
 	}
 	// User data per fragment, a multiple of 4 so that no DATA chunk but
@@ -596,6 +617,7 @@ func (a *Association) establish(now time.Time, e Established) {
 	var err error
 	a.rcv, err = NewReceiver(ReceiverConfig{
 		PeerInitialTSN: e.PeerInitialTSN, BufferSize: a.cfg.ReceiveBufferSize,
+		InitialWindow:  a.cfg.ReceiveWindow,
 		InboundStreams: e.InboundStreams, SACKDelay: a.cfg.SACKDelay,
 	}, a.deliver)
 	if err != nil {
@@ -609,6 +631,7 @@ func (a *Association) establish(now time.Time, e Established) {
 	a.tagTie.LocalTie = binary.BigEndian.Uint32(tie[:]) | 1
 	a.tagTie.PeerTie = binary.BigEndian.Uint32(tie[4:]) | 1
 	a.lastRecv = now
+	a.rwnd = a.rcv.Window()
 	a.scheduleHeartbeat(now)
 	close(a.estab)
 }
@@ -766,14 +789,23 @@ func (a *Association) handleListen(now time.Time, p []byte, first chunk.Type) {
 			a.send(res.Packet)
 		}
 	case chunk.TypeCookieEcho:
-		reply, e, err := HandleCookieEcho(a.wbuf[:0], p, &a.keys, now)
-		if reply != nil {
-			a.send(reply)
+		c, err := OpenCookieEcho(p, &a.keys, now)
+		if stale, ok := err.(*StaleCookieError); ok {
+			a.send(c.AppendStaleCookieError(a.wbuf[:0], stale.Staleness))
+			return
 		}
-		if err == nil {
-			a.establish(now, e)
-			a.handleChunks(now, p, true)
+		if err != nil {
+			return
 		}
+		a.send(c.AppendCookieAck(a.wbuf[:0]))
+		a.establish(now, c.Established())
+		// The cookie was made when the INIT ACK was sent: its echo is a
+		// round trip later, the passive side's first RTT measurement
+		// (§6.3.1 C1), unless T1-cookie resent it.
+		if rtt := now.Sub(c.Created); rtt > 0 && rtt < a.cfg.RTOInitial {
+			a.snd.ObserveRTT(rtt)
+		}
+		a.handleChunks(now, p, true)
 	case chunk.TypeShutdownAck:
 		// §8.4 item 5: answer with SHUTDOWN COMPLETE, the T bit set and
 		// the packet's Verification Tag.
@@ -841,6 +873,9 @@ func (a *Association) handleChunks(now time.Time, p []byte, skipFirst bool) {
 			}
 			sawData = true
 			res, rerr := a.rcv.Data(d)
+			if res == RecvNew {
+				a.tuneWindow(now, len(d.UserData))
+			}
 			if rerr != nil {
 				var re *RecvError
 				if errors.As(rerr, &re) {
@@ -969,6 +1004,63 @@ func (a *Association) handleCookieEchoInAssociation(now time.Time, p []byte) {
 	}
 }
 
+// minSendWindow is the least SendWindow: what a path of a few
+// milliseconds needs before the congestion window has grown.
+const minSendWindow = 256 << 10
+
+// sendWindowFor is the SendWindow the Sender's state allows: twice what
+// the congestion window or the flight lets out in a round trip, so that
+// the next round trip's data is queued when the SACKs come, bounded by
+// Config.SendBufferSize. It follows the congestion window down after a
+// loss or an idle period.
+func (a *Association) sendWindowFor() int {
+	w := 2 * max(a.snd.Cwnd(), a.snd.FlightSize())
+	return min(max(w, minSendWindow), a.cfg.SendBufferSize)
+}
+
+// SendWindow returns the bytes of user messages that may be queued or
+// unacknowledged now; SendMessage waits beyond it.
+func (a *Association) SendWindow() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sendWindow
+}
+
+// ReceiveWindow returns the receive buffer space the association
+// advertises now (auto-tuned; see Config.ReceiveWindow).
+func (a *Association) ReceiveWindow() uint32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rwnd
+}
+
+// tuneWindow counts n bytes of new DATA and grows or shrinks the receive
+// window (Config.ReceiveWindow).
+func (a *Association) tuneWindow(now time.Time, n int) {
+	srtt, _ := a.snd.SRTT()
+	idle := max(time.Second, 8*srtt)
+	if !a.lastData.IsZero() && now.Sub(a.lastData) > idle && a.rcv.Window() > a.cfg.ReceiveWindow {
+		a.rcv.SetWindow(a.cfg.ReceiveWindow)
+		a.rwEpoch, a.rwBytes = time.Time{}, 0
+	}
+	a.lastData = now
+	if a.rwEpoch.IsZero() {
+		a.rwEpoch = now
+	}
+	a.rwBytes += uint64(n)
+	w := a.rcv.Window()
+	if a.rwBytes < uint64(w)/2 {
+		return
+	}
+	if srtt > 0 && now.Sub(a.rwEpoch) < 2*srtt && w < a.cfg.ReceiveBufferSize {
+		a.rcv.SetWindow(uint32(min(2*uint64(w), uint64(a.cfg.ReceiveBufferSize))))
+	}
+	a.rwEpoch, a.rwBytes = now, 0
+	a.mu.Lock()
+	a.rwnd = a.rcv.Window()
+	a.mu.Unlock()
+}
+
 // takeReleases returns acknowledged messages' bytes to the send buffer.
 func (a *Association) takeReleases() {
 	if len(a.released) == 0 {
@@ -989,10 +1081,11 @@ func (a *Association) takeReleases() {
 		if m.left == 0 {
 			freed += len(m.buf)
 			if s := a.streams[m.streamID]; s != nil {
-				above := s.buffered > s.threshold
 				s.buffered -= len(m.buf)
-				if above && s.buffered <= s.threshold && s.onLow != nil {
-					a.lows = append(a.lows, s.onLow)
+				s.messages--
+				if s.onAcked != nil && !s.ackedDue {
+					s.ackedDue = true
+					a.acked = append(a.acked, s)
 				}
 			}
 			outMsgPool.Put(m)
@@ -1001,6 +1094,7 @@ func (a *Association) takeReleases() {
 	}
 	a.released = a.released[:0]
 	a.queuedBytes -= freed
+	a.sendWindow = a.sendWindowFor()
 	rel := a.ulpRelease
 	a.ulpRelease = 0
 	a.mu.Unlock()
@@ -1008,11 +1102,15 @@ func (a *Association) takeReleases() {
 		a.rcv.Release(rel)
 	}
 	a.signal(a.space)
-	for i, f := range a.lows {
+	for i, s := range a.acked {
+		a.mu.Lock()
+		f := s.onAcked
+		s.ackedDue = false
+		a.mu.Unlock()
 		f()
-		a.lows[i] = nil
+		a.acked[i] = nil
 	}
-	a.lows = a.lows[:0]
+	a.acked = a.acked[:0]
 }
 
 // fillSender moves queued user messages into the Sender, fragmented to
@@ -1226,7 +1324,7 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 			}
 			return err
 		}
-		if a.queuedBytes+n <= a.cfg.SendBufferSize {
+		if a.queuedBytes+n <= a.sendWindow || a.queuedBytes == 0 {
 			break
 		}
 		a.mu.Unlock()
@@ -1254,7 +1352,8 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 	a.pending = append(a.pending, m)
 	s, _ := a.streamLocked(streamID)
 	s.buffered += n
-	room := a.queuedBytes < a.cfg.SendBufferSize
+	s.messages++
+	room := a.queuedBytes < a.sendWindow
 	a.mu.Unlock()
 	// Pass the free space on to another waiting writer.
 	if room {

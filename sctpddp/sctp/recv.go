@@ -67,6 +67,10 @@ type ReceiverConfig struct {
 	// holds for reassembly and reordering, and with the ULP's Hold, the
 	// a_rwnd it advertises.
 	BufferSize uint32
+	// InitialWindow, if not 0, is the receive buffer space advertised
+	// first (the a_rwnd of the INIT or INIT ACK), below BufferSize: the
+	// association grows it up to BufferSize (SetWindow).
+	InitialWindow uint32
 	// InboundStreams is the number of inbound streams: the smaller of the
 	// MIS this endpoint announced and the peer's OS (§5.1.1;
 	// Established.InboundStreams). DATA on a Stream Identifier at or
@@ -298,6 +302,7 @@ type Receiver struct {
 	heldBytes uint64
 	ulpHeld   uint64
 	hardCap   uint64 // heldBytes + ulpHeld never exceed it
+	window    uint64 // the receive buffer space advertised, at most BufferSize (SetWindow)
 	swsMin    uint32
 	// lastARwnd is the a_rwnd of the last SACK (BufferSize, the INIT's,
 	// before the first).
@@ -379,9 +384,14 @@ func NewReceiver(cfg ReceiverConfig, deliver func(RecvMessage)) (*Receiver, erro
 		// of the buffer at most.
 		hardCap:   uint64(cfg.BufferSize) + uint64(cfg.BufferSize)/4,
 		swsMin:    swsMin,
+		window:    uint64(cfg.BufferSize),
 		lastARwnd: cfg.BufferSize,
 		ranges:    make([]recvRange, 0, min(cfg.MaxGapRanges, 64)),
 		dups:      make([]uint32, 0, cfg.MaxDuplicateTSNs),
+	}
+	if cfg.InitialWindow > 0 {
+		r.SetWindow(cfg.InitialWindow)
+		r.lastARwnd = uint32(r.window)
 	}
 	r.reasm.init(&r.cfg)
 	return r, nil
@@ -414,11 +424,24 @@ func (r *Receiver) Held() int { return int(r.heldBytes) }
 // ULP.
 func (r *Receiver) free() uint64 {
 	used := r.heldBytes + r.ulpHeld
-	if used >= uint64(r.cfg.BufferSize) {
+	if used >= r.window {
 		return 0
 	}
-	return uint64(r.cfg.BufferSize) - used
+	return r.window - used
 }
+
+// SetWindow sets the receive buffer space that a_rwnd is computed from,
+// at most BufferSize (and at least the silly window syndrome threshold):
+// the association grows it with the path's bandwidth-delay product and
+// shrinks it back when the peer has been idle. DATA within BufferSize is
+// still accepted when the window shrinks below what the peer has in
+// flight.
+func (r *Receiver) SetWindow(w uint32) {
+	r.window = uint64(max(min(w, r.cfg.BufferSize), 2*r.swsMin))
+}
+
+// Window returns the receive buffer space a_rwnd is computed from.
+func (r *Receiver) Window() uint32 { return uint32(r.window) }
 
 // ARwnd returns the a_rwnd the next SACK advertises: the receive buffer
 // space less what is held for reassembly, reordering and by the ULP (§6.2

@@ -150,6 +150,8 @@ type Sender struct {
 	rtxBypass      int     // retransmitted bytes allowed beyond cwnd
 	onePacket      bool    // after T3-rtx: one packet in flight until an ack
 	burstCap       int     // Max.Burst: flightsize limit for new data
+	burstPackets   int     // the packets of new data burstCap allows
+	burstOpen      bool    // no new data sent since the last SACK
 	lastXmit       sndTime
 
 	// RTO and RTT measurement (§6.3.1).
@@ -492,6 +494,7 @@ func (s *Sender) Next(now time.Time, room int) (chunk.Data, bool) {
 	if s.flight >= s.cwnd || s.flight >= s.burstCap {
 		return chunk.Data{}, false
 	}
+	s.burstOpen = false
 	if int(e.size) > s.rwnd {
 		// Rule A: no new data when "rwnd is smaller than the size of the
 		// next DATA chunk ..., except for zero window probes". "A zero
@@ -858,7 +861,16 @@ func (s *Sender) HandleSACK(now time.Time, sack chunk.SACK) SACKResult {
 	if s.cfg.MaxBurst > 0 {
 		// Rule D: "if ((flightsize + Max.Burst * PMDCS) < cwnd) cwnd =
 		// flightsize + Max.Burst * PMDCS", applied without changing cwnd.
-		s.burstCap = s.flight + s.cfg.MaxBurst*s.pmdcs
+		// Each SACK releases Max.Burst packets: SACKs handled one after
+		// the other with no transmission between them (the association
+		// handles the packets that wait before it sends) add up, as
+		// if each had been followed by its own burst.
+		if !s.burstOpen {
+			s.burstPackets = 0
+		}
+		s.burstPackets += s.cfg.MaxBurst
+		s.burstOpen = true
+		s.burstCap = s.flight + s.burstPackets*s.pmdcs
 	}
 	res.Released = s.released
 	return res

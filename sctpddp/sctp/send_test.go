@@ -1059,6 +1059,24 @@ func TestSendMaxBurst(t *testing.T) {
 	}
 }
 
+// Two SACKs handled before the association sends again release a burst
+// each: the cap follows the SACKs, not only the last of them.
+func TestSendMaxBurstPerSACK(t *testing.T) {
+	h := sndLossSetup(t, 40)
+	h.queue(100)
+	h.advance(sndTestRTT)
+	h.s.cwnd = 100 * sndTestPMDCS
+	h.sack(1019)
+	h.sack(1039)
+	if got := h.send(); len(got) != 8 {
+		t.Fatalf("sent %d chunks after two SACKs, want 2 * Max.Burst = 8", len(got))
+	}
+	h.sack(1040)
+	if got := h.send(); len(got) != 4 {
+		t.Fatalf("sent %d chunks after the next SACK, want Max.Burst = 4", len(got))
+	}
+}
+
 func TestSendIBit(t *testing.T) {
 	// §6.1: "The sending of a DATA chunk fills the congestion or receiver
 	// window" is a reason for the I bit; so is the end of the queue.

@@ -28,8 +28,9 @@ type Stream struct {
 	deadline  time.Time
 	dlTimer   *time.Timer
 	buffered  int // bytes of this stream's messages queued or unacknowledged
-	threshold int
-	onLow     func()
+	messages  int // and their number
+	onAcked   func()
+	ackedDue  bool // queued in the association's acked
 	opened    bool // returned by OpenStream or AcceptStream
 	announced bool // queued for AcceptStream
 }
@@ -193,19 +194,19 @@ func (s *Stream) BufferedAmount() uint64 {
 	return uint64(s.buffered)
 }
 
-// SetBufferedAmountLowThreshold and OnBufferedAmountLow ask for f to be
-// called, on the association's goroutine, whenever acknowledgements
-// bring BufferedAmount from above threshold to at most threshold. f must
-// not block.
-func (s *Stream) SetBufferedAmountLowThreshold(threshold uint64) {
+// UnackedMessages returns the number of the stream's messages queued or
+// sent and not yet acknowledged.
+func (s *Stream) UnackedMessages() int {
 	s.a.mu.Lock()
-	s.threshold = int(min(threshold, 1<<40))
-	s.a.mu.Unlock()
+	defer s.a.mu.Unlock()
+	return s.messages
 }
 
-// OnBufferedAmountLow: see SetBufferedAmountLowThreshold.
-func (s *Stream) OnBufferedAmountLow(f func()) {
+// OnAcked asks for f to be called, on the association's goroutine,
+// whenever acknowledgements free some of the stream's messages: a writer
+// waiting for BufferedAmount to fall looks again. f must not block.
+func (s *Stream) OnAcked(f func()) {
 	s.a.mu.Lock()
-	s.onLow = f
+	s.onAcked = f
 	s.a.mu.Unlock()
 }
