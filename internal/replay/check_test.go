@@ -79,7 +79,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, _, err := Decode(bytes.NewReader(b))
+		m, _, err := Decode(b)
 		if err != nil {
 			return
 		}

@@ -2,26 +2,8 @@ package replay
 
 import (
 	"encoding/json"
-	"io"
 	"strings"
-
-	"github.com/iwarpgo/iwarp/internal/capture"
 )
-
-// Decode reads a capture and builds its model. A capture cut short or
-// damaged part way still gives the model of what came before, with the
-// error as a warning; a file that is no capture, or holds no iWARP
-// traffic, gives an error saying so.
-func Decode(r io.Reader) (m *Model, warning string, err error) {
-	recs, err := capture.DecodePrefix(r)
-	if len(recs) == 0 {
-		return nil, "", err
-	}
-	if err != nil {
-		warning = err.Error() + ": the records before it are shown"
-	}
-	return Build(recs), warning, nil
-}
 
 // summary is the page's first view of a model.
 type summary struct {

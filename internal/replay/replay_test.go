@@ -2,14 +2,18 @@ package replay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/capture"
+	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -22,7 +26,7 @@ func decodeFile(t testing.TB, name string) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, warn, err := Decode(bytes.NewReader(b))
+	m, warn, err := Decode(b)
 	if err != nil || warn != "" {
 		t.Fatalf("%s: %v %q", name, err, warn)
 	}
@@ -230,7 +234,7 @@ func TestBadInput(t *testing.T) {
 	full := 12
 	shorter := false
 	for n := len(b) - 1; n > 0; n-- {
-		m, warn, err := Decode(bytes.NewReader(b[:n]))
+		m, warn, err := Decode(b[:n])
 		if err != nil {
 			continue
 		}
@@ -247,11 +251,11 @@ func TestBadInput(t *testing.T) {
 	if !shorter {
 		t.Error("no cut lost a record")
 	}
-	if _, _, err := Decode(bytes.NewReader([]byte("random bytes, not a capture"))); err == nil || !strings.Contains(err.Error(), "not a valid pcap") {
+	if _, _, err := Decode([]byte("random bytes, not a capture")); err == nil || !strings.Contains(err.Error(), "not a valid pcap") {
 		t.Errorf("random bytes: %v", err)
 	}
 	// The file header and the MPA Request's packet only: no iWARP.
-	if _, _, err := Decode(bytes.NewReader(b[:24])); !errors.Is(err, capture.ErrNotIWARP) {
+	if _, _, err := Decode(b[:24]); !errors.Is(err, capture.ErrNotIWARP) {
 		t.Errorf("no packets: %v", err)
 	}
 }
@@ -266,4 +270,39 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// udpCapture is a pcap of raw IPv4 packets carrying UDP datagrams.
+func udpCapture(t *testing.T, payloads ...[]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := pcapfile.NewWriter(&buf, pcapfile.LinkRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	for i, p := range payloads {
+		pkt := pcapfile.AppendIPHeader(nil, a, b, pcapfile.ProtoUDP, uint16(i), 8+len(p))
+		pkt = binary.BigEndian.AppendUint16(pkt, 4000)
+		pkt = binary.BigEndian.AppendUint16(pkt, 4001)
+		pkt = binary.BigEndian.AppendUint16(pkt, uint16(8+len(p)))
+		pkt = append(pkt, 0, 0)
+		if err := w.WritePacket(time.Unix(int64(i), 0), append(pkt, p...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func TestNotIWARP(t *testing.T) {
+	plain := udpCapture(t, []byte("hello, not iWARP, not DTLS either"))
+	if _, _, err := Decode(plain); !errors.Is(err, capture.ErrNotIWARP) {
+		t.Errorf("UDP without DTLS: %v", err)
+	}
+	// A DTLS 1.2 application_data record (type 23, version 0xfefd).
+	rec := append([]byte{23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 7, 0, 16}, bytes.Repeat([]byte{0xaa}, 16)...)
+	_, _, err := Decode(udpCapture(t, []byte("first"), rec))
+	if !errors.Is(err, ErrEncrypted) || !strings.Contains(err.Error(), "--pcap") || !strings.Contains(err.Error(), "--keylog") {
+		t.Errorf("DTLS: %v", err)
+	}
 }
