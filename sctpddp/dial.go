@@ -11,9 +11,11 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pion/dtls/v3"
+	"github.com/pion/dtls/v3/pkg/protocol/alert"
 	"github.com/pion/sctp"
 
 	"github.com/iwarpgo/iwarp/internal/netpeer"
@@ -29,13 +31,22 @@ func (s *settings) listenConfig() net.ListenConfig {
 	return lc
 }
 
-// Dial opens a DTLS connection over UDP to addr ("host:port"), then an
-// SCTP association over it. ctx bounds the whole set-up, and so does
-// Config.HandshakeTimeout (10 s by default); once Dial has returned,
-// cancelling ctx does nothing. A handshake that times out with nothing
-// received from addr fails with an error wrapping ErrUnreachable; one the
-// peer answered but that failed or did not complete (a wrong pre-shared
-// key, an unpinned certificate) wraps ErrHandshake.
+// Dial opens a DTLS connection over a connected UDP socket to addr
+// ("host:port"), then an SCTP association over it. ctx bounds the whole
+// set-up, and so does Config.HandshakeTimeout (10 s by default); once Dial
+// has returned, cancelling ctx does nothing. Its failures:
+//
+//   - nothing listens at addr: the kernel's ICMP port unreachable ends the
+//     handshake at once; a handshake that times out with nothing received
+//     ends the same way: ErrUnreachable;
+//   - the peer refused this end's key or certificate with an alert (a
+//     wrong pre-shared key: ErrPSKMismatch; an unknown identity:
+//     ErrPSKIdentity; an unpinned certificate: ErrPeerRefusedCertificate),
+//     or this end refused the peer's (ErrFingerprintMismatch), or the
+//     handshake did not complete: ErrHandshake;
+//   - ctx cancelled: an error wrapping context.Canceled;
+//   - a Config that cannot work: its own error (ErrNoPeerAuthentication
+//     and the like), before any packet is sent.
 func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association, error) {
 	s, err := cfg.settings()
 	if err != nil {
@@ -47,19 +58,10 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	if err != nil {
 		return nil, err
 	}
-	lc := s.listenConfig()
-	local := ":0"
-	if raddr.IP.To4() != nil && network != "udp6" {
-		local = "0.0.0.0:0"
-	}
-	if s.localAddr != "" {
-		local = s.localAddr
-	}
-	upc, err := lc.ListenPacket(ctx, network, local)
+	pc, err := s.dialUDP(ctx, network, raddr)
 	if err != nil {
 		return nil, err
 	}
-	pc := &answeredConn{PacketConn: upc}
 	var authErr authFailure
 	_, opts := s.dtlsOptions(false, &authErr)
 	conn, err := dtls.ClientWithOptions(pc, raddr, opts...)
@@ -73,11 +75,21 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 		if a := authErr.get(); a != nil {
 			return nil, fmt.Errorf("%w: %s refused: %w", ErrHandshake, addr, a)
 		}
+		if pc.refused.Load() {
+			return nil, fmt.Errorf("%w: nothing listens at %s (ICMP port unreachable): start the listener, or check the port: %w", ErrUnreachable, addr, syscall.ECONNREFUSED)
+		}
+		if e := refusedByAlert(s, addr, err); e != nil {
+			return nil, e
+		}
+		if cerr := ctx.Err(); errors.Is(cerr, context.Canceled) {
+			return nil, fmt.Errorf("sctpddp: dialing %s: %w", addr, cerr) // the caller's: said as such
+		}
 		if !pc.answered.Load() {
 			return nil, fmt.Errorf("%w from %s within %v: nothing listens there, or the path drops UDP: %w", ErrUnreachable, addr, s.HandshakeTimeout, err)
 		}
 		return nil, handshakeError(s, addr, err)
 	}
+	pc.established.Store(true)
 	if err := s.checkPeer(conn); err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -109,18 +121,21 @@ func handshakeError(s *settings, addr string, err error) error {
 	return fmt.Errorf("%w: %s answered, but the handshake did not complete%s: %w", ErrHandshake, addr, hint, err)
 }
 
-// answeredConn notes whether anything came back from the peer.
-type answeredConn struct {
-	net.PacketConn
-	answered atomic.Bool
-}
-
-func (c *answeredConn) ReadFrom(p []byte) (int, net.Addr, error) {
-	n, a, err := c.PacketConn.ReadFrom(p)
-	if n > 0 {
-		c.answered.Store(true)
+// dialUDP opens the connected UDP socket of a Dial to raddr.
+func (s *settings) dialUDP(ctx context.Context, network string, raddr *net.UDPAddr) (*dialConn, error) {
+	d := net.Dialer{Control: s.listenConfig().Control}
+	if s.localAddr != "" {
+		la, err := net.ResolveUDPAddr(network, s.localAddr)
+		if err != nil {
+			return nil, err
+		}
+		d.LocalAddr = la
 	}
-	return n, a, err
+	c, err := d.DialContext(ctx, network, raddr.String())
+	if err != nil {
+		return nil, err
+	}
+	return &dialConn{UDPConn: c.(*net.UDPConn), raddr: raddr}, nil
 }
 
 // checkPeer re-checks a finished handshake's peer certificate, so that a
@@ -210,15 +225,35 @@ func (l *Listener) handshake(c *muxConn) {
 		return
 	default:
 	}
-	conn, err := dtls.ServerWithOptions(c, c.RemoteAddr(), l.opts...)
+	ctx, cancel := context.WithTimeout(l.ctx, l.s.HandshakeTimeout)
+	defer cancel()
+	opts := l.opts
+	var wrongKey atomic.Bool
+	if l.s.auth == authPSK {
+		// A client's Finished that does not decrypt was sent under
+		// another key: refuse it with a fatal bad_record_mac at once,
+		// as RFC 6347 §4.1.2.7 lets an implementation that alerts on an
+		// invalid MAC, so that the client fails now rather than at its
+		// handshake timeout.
+		opts = append(opts[:len(opts):len(opts)], dtls.WithLoggerFactory(decryptWatchFactory{base: l.s.loggerFactory(), onFail: func() {
+			if wrongKey.CompareAndSwap(false, true) {
+				_, _ = c.WriteTo(alertRecord(alert.Fatal, alert.BadRecordMac, alertSeq), c.RemoteAddr())
+				cancel()
+			}
+		}}))
+	}
+	conn, err := dtls.ServerWithOptions(c, c.RemoteAddr(), opts...)
 	if err != nil {
 		_ = c.Close()
 		return
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, l.s.HandshakeTimeout)
-	defer cancel()
 	if err := conn.HandshakeContext(ctx); err != nil {
 		_ = conn.Close()
+		if wrongKey.Load() && l.ctx.Err() == nil {
+			l.s.refused(c.RemoteAddr(), fmt.Errorf("%w: %w: the Finished of %s did not decrypt with the key of identity %q: the client holds another key",
+				ErrHandshake, ErrPSKMismatch, c.RemoteAddr(), l.s.PSKIdentity))
+			return
+		}
 		if c.progressed.Load() && l.ctx.Err() == nil {
 			// The peer answered the cookie exchange (the address is
 			// its own): say why it did not get in. A wrong pre-shared

@@ -1,0 +1,135 @@
+//go:build !js
+
+package sctpddp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A port where nothing listens fails as soon as the kernel's ICMP port
+// unreachable comes back to the connected socket, not at the handshake
+// timeout.
+func TestDialNothingListensFailsAtOnce(t *testing.T) {
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := u.LocalAddr().String()
+	u.Close()
+	start := time.Now()
+	_, err = Dial(testCtx(t), "udp", addr, pskConfigs("k", "id"))
+	d := time.Since(start)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "nothing listens") {
+		t.Fatalf("Dial: %v", err)
+	}
+	if d > 100*time.Millisecond {
+		t.Fatalf("failed after %v", d)
+	}
+	t.Logf("%v: %v", d, err)
+}
+
+// A caller's cancelled context is reported as itself, not as a peer that
+// does not answer.
+func TestDialCancelledIsCanceled(t *testing.T) {
+	u, err := net.ListenPacket("udp", "127.0.0.1:0") // open, silent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err = Dial(ctx, "udp", u.LocalAddr().String(), pskConfigs("k", "id"))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Dial: %v", err)
+	}
+}
+
+// A wrong pre-shared key is refused with a bad_record_mac alert: both
+// sides fail within a second, and each says the keys differ.
+func TestWrongPSKFailsBothSidesAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var refused []error
+	srv := pskConfigs("s3cret-key", "node-a")
+	srv.Refused = func(_ net.Addr, why error) {
+		mu.Lock()
+		refused = append(refused, why)
+		mu.Unlock()
+	}
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Now()
+	a, err := Dial(ctx, "udp", l.Addr().String(), pskConfigs("other-key", "node-a"))
+	if err == nil {
+		a.Close()
+		t.Fatal("connected with another key")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the client failed after %v: %v", d, err)
+	}
+	if !errors.Is(err, ErrHandshake) || !errors.Is(err, ErrPSKMismatch) || !strings.Contains(err.Error(), `"node-a"`) {
+		t.Fatalf("client: %v", err)
+	}
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(refused)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not report the refusal within %v", time.Since(start))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if why := refused[0]; !errors.Is(why, ErrHandshake) || !errors.Is(why, ErrPSKMismatch) || !strings.Contains(why.Error(), `"node-a"`) {
+		t.Fatalf("server: %v", why)
+	}
+	t.Logf("client: %v; server: %v", err, refused[0])
+}
+
+// A PSK identity the server does not know is refused at once too.
+func TestWrongPSKIdentityFailsAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", pskConfigs("s3cret-key", "node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Now()
+	_, err = Dial(ctx, "udp", l.Addr().String(), pskConfigs("s3cret-key", "node-b"))
+	if d := time.Since(start); d > time.Second || !errors.Is(err, ErrPSKIdentity) || !strings.Contains(err.Error(), `"node-b"`) {
+		t.Fatalf("after %v: %v", d, err)
+	}
+}
+
+// A server that pins another fingerprint refuses the client's certificate
+// with an alert: the client fails at once and names its own fingerprint.
+func TestUnpinnedClientFailsAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	srv, cli := pinnedConfigs(t)
+	_, other := mustCert(t)
+	s := *srv
+	s.PeerFingerprints = []Fingerprint{other}
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Now()
+	_, err = Dial(ctx, "udp", l.Addr().String(), cli)
+	if d := time.Since(start); d > time.Second || !errors.Is(err, ErrPeerRefusedCertificate) ||
+		!strings.Contains(err.Error(), FingerprintOf(cli.Certificate.Certificate[0]).String()) {
+		t.Fatalf("after %v: %v", d, err)
+	}
+}
