@@ -10,11 +10,9 @@
 //
 //	// The transport's side, which the ULP's Sender writes through:
 //	type LLP interface {
-//		MULPDU() int                                         // largest segment
-//		WriteSegment(hdr []byte, payload [][]byte) error     // one segment
-//		Flush() error                                        // all written
-//		WriteNow(hdr []byte, payload [][]byte) (bool, error) // one, unless it must wait
-//		Poll(ctx context.Context, done func() bool) bool     // receive here
+//		MULPDU() int                                     // largest segment
+//		WriteSegment(hdr []byte, payload [][]byte) error // one segment
+//		Flush() error                                    // all written
 //	}
 //	// The ULP's side, which the transport starts and feeds:
 //	type Endpoint interface {
@@ -24,6 +22,11 @@
 //		Start(llp LLP, how Start) error
 //		Terminated() <-chan struct{}
 //	}
+//
+// A transport may offer two more (llp.go): NowWriter, a segment written
+// from the receive side when it needs no wait, and Poller, its receive
+// work done by the goroutine waiting for it. Package mpa over plain TCP
+// offers both; each saves a goroutine wake-up per round trip.
 //
 // Sending: the ULP calls Sender.SendTagged or SendUntagged with a scatter
 // list of registered memory; the Sender segments the message to the

@@ -1,7 +1,6 @@
 package ddp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +9,9 @@ import (
 )
 
 // LLP is the send half of the contract between DDP and a lower layer
-// protocol (MPA/TCP, SCTP, a data channel, a test pipe). One goroutine at
-// a time sends on it (RDMAP's send route).
+// protocol (MPA/TCP, SCTP, a data channel, a test pipe): what every LLP
+// does. One goroutine at a time sends on it (RDMAP's send route). An LLP
+// may also be a NowWriter or a Poller (llp.go).
 type LLP interface {
 	// MULPDU is the largest DDP segment (header and payload) that the LLP
 	// carries in one unit: RFC 5041 §5.2's "MULPDU value Advertised by the
@@ -33,39 +33,6 @@ type LLP interface {
 	// completed at the DDP layer (RFC 5040 §5.5 rule 14). An error is the
 	// LLP stream's loss.
 	Flush() error
-
-	// WriteNow writes one segment, as WriteSegment and Flush would, if
-	// the LLP can take it at once without waiting for the peer or the
-	// network, and reports whether it did; false means it wrote nothing,
-	// and the caller sends the segment the usual way from a goroutine
-	// that may wait. When it returns it keeps no reference to hdr or the
-	// payload. It is called only when no segment is kept for a Flush, and
-	// only on the LLP's receive side, while it delivers a segment
-	// (Stream.Receive): RDMAP's receive side answers a Read or Atomic
-	// Request with it while the send side is idle, so that the answer
-	// leaves without a hand-off to the send goroutine. It must never wait
-	// for room (if both ends' receive sides waited for room to write,
-	// neither would read again). An LLP whose writes may wait reports
-	// false.
-	WriteNow(hdr []byte, payload [][]byte) (bool, error)
-
-	// Poll does the LLP's receive work on the calling goroutine, a
-	// goroutine waiting for what only this stream's incoming segments can
-	// bring (RDMAP's completion queue waiter), until done reports true or
-	// ctx ends, so that the network wakes that goroutine directly instead
-	// of the LLP's receive goroutine, which would then wake it. It
-	// returns true when done reported true, and false when it could not
-	// poll (another goroutine receives; the LLP cannot poll at all, as
-	// SCTP's, whose reads pion's goroutines make), when ctx ended, or when
-	// the stream ended: the caller then waits as usual. done must be cheap
-	// and safe to call from any goroutine. An LLP whose receive work
-	// another goroutine holds may keep the caller's request for it, to
-	// hand the work over once done reports true; a caller that returned
-	// false and then stops waiting calls Poll with a nil done, which
-	// withdraws that request and returns false. So does a waiter that
-	// sleeps without receiving (what it waits for may come another
-	// way): the LLP must then not leave its receive work to nobody.
-	Poll(ctx context.Context, done func() bool) bool
 }
 
 // ErrMessageTooLong is returned for an outbound message of 2^32 octets or
@@ -87,8 +54,9 @@ type Sender struct {
 	llp    LLP
 	obs    trace.Observer
 	stream uint32
-	msn    []uint32 // next MSN per queue number
-	seq    uint32   // segments sent: the sequence number of the next one
+	now    NowWriter // llp, if it is one
+	msn    []uint32  // next MSN per queue number
+	seq    uint32    // segments sent: the sequence number of the next one
 
 	hdr    [MaxHeaderLen]byte
 	pieces [][]byte // reused per segment: no allocation in steady state
@@ -98,6 +66,7 @@ type Sender struct {
 // of untagged queues (RDMAP uses four: QN 0, 1 and 2 of RFC 5040 and QN 3 of RFC 7306). obs may be nil.
 func NewSender(llp LLP, queues int, stream uint32, obs trace.Observer) *Sender {
 	s := &Sender{llp: llp, obs: obs, stream: stream, msn: make([]uint32, queues), pieces: make([][]byte, 0, 8)}
+	s.now, _ = llp.(NowWriter)
 	for i := range s.msn {
 		s.msn[i] = 1 // "The initial value for MSN MUST be one." (RFC 5041 §4.3)
 	}
@@ -144,7 +113,8 @@ func (s *Sender) SendUntagged(rsvdULP [5]byte, qn uint32, sgl [][]byte) (uint32,
 
 // SendTaggedNow sends a tagged message of one segment with the LLP's
 // WriteNow, and reports whether it did: false (a message longer than one
-// segment, or an LLP that cannot take it at once) means nothing was sent.
+// segment, an LLP that is no NowWriter or cannot take it at once) means
+// nothing was sent.
 func (s *Sender) SendTaggedNow(rsvdULP byte, stag uint32, to uint64, sgl [][]byte) (bool, error) {
 	n, err := sglLen(sgl)
 	if err != nil {
@@ -179,13 +149,13 @@ func (s *Sender) SendUntaggedNow(rsvdULP [5]byte, qn uint32, sgl [][]byte) (bool
 
 // sendNow hands a message of one segment to the LLP's WriteNow.
 func (s *Sender) sendNow(h *Header, sgl [][]byte, n uint64) (bool, error) {
-	if n > uint64(s.llp.MULPDU()-h.Len()) {
+	if s.now == nil || n > uint64(s.llp.MULPDU()-h.Len()) {
 		return false, nil
 	}
 	h.Last = true
 	hdr := h.Append(s.hdr[:0])
 	s.pieces = append(s.pieces[:0], sgl...)
-	ok, err := s.llp.WriteNow(hdr, s.pieces)
+	ok, err := s.now.WriteNow(hdr, s.pieces)
 	clear(s.pieces)
 	if !ok || err != nil {
 		return false, err

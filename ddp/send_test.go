@@ -2,7 +2,6 @@ package ddp
 
 import (
 	"bytes"
-	"context"
 	"strconv"
 	"testing"
 )
@@ -14,9 +13,8 @@ type recorder struct {
 	busy   bool // WriteNow refuses
 }
 
-func (r *recorder) MULPDU() int                            { return r.mulpdu }
-func (r *recorder) Flush() error                           { return nil }
-func (r *recorder) Poll(context.Context, func() bool) bool { return false }
+func (r *recorder) MULPDU() int  { return r.mulpdu }
+func (r *recorder) Flush() error { return nil }
 func (r *recorder) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
 	if r.busy {
 		return false, nil
@@ -277,8 +275,6 @@ type nopLLP struct{ mulpdu int }
 func (n nopLLP) MULPDU() int                           { return n.mulpdu }
 func (nopLLP) WriteSegment(_ []byte, _ [][]byte) error { return nil }
 func (nopLLP) Flush() error                            { return nil }
-func (nopLLP) WriteNow([]byte, [][]byte) (bool, error) { return true, nil }
-func (nopLLP) Poll(context.Context, func() bool) bool  { return false }
 
 func TestSendAllocs(t *testing.T) {
 	s := NewSender(nopLLP{1500}, 3, 0, nil)
@@ -344,6 +340,10 @@ func TestSendNow(t *testing.T) {
 	}
 	if len(r.segs) != 3 {
 		t.Fatalf("%d segments, want 3", len(r.segs))
+	}
+	// An LLP that is no NowWriter takes nothing at once.
+	if ok, err := NewSender(nopLLP{100}, 4, 0, nil).SendUntaggedNow([5]byte{0x4b}, 3, nil); ok || err != nil {
+		t.Fatalf("no NowWriter: %v %v", ok, err)
 	}
 	for i, want := range []uint32{1, 2} {
 		h, _, err := ParseHeader(r.segs[i])

@@ -182,11 +182,13 @@ type Conn struct {
 	responder bool
 
 	// The send side: the Writer, used under wmu (WriteSegment and Flush
-	// by the one sending goroutine, WriteNow, and the goroutine that
-	// finishes what WriteNow's write left); tryNow makes WriteNow's write
-	// (nil where it cannot: writev_other.go, TLS, a traced connection).
+	// by the one sending goroutine, WriteNow, and writeLoop, which
+	// finishes what WriteNow's write left when left signals); tryNow
+	// makes WriteNow's write (nil where it cannot: writev_other.go, TLS,
+	// a traced connection).
 	wmu    sync.Mutex
 	tryNow func([][]byte) (int, error)
+	left   chan struct{} // 1-buffered
 	// mulpdu is what MULPDU reports: RFC 5044 §4.5's MULPDU for the EMSS
 	// the TCP connection reported last (tcp; nil over TLS, where the
 	// Options' value stays). The send side looks again every emssEvery
@@ -197,20 +199,11 @@ type Conn struct {
 	tcp    *net.TCPConn
 	emssAt uint64
 
-	// The receive side (poll.go): rx is the receive token; its holder
-	// owns the Reader and seq.
-	rx         sync.Mutex
-	seq        uint32          // the sequence number of the next segment on the stream
-	want       atomic.Bool     // a waiter asks for the token
-	releases   atomic.Uint64   // the times a waiter let go of the token
-	handed     atomic.Bool     // the token was handed to a waiter that has not called since
-	resume     chan struct{}   // 1-buffered: a waiter that will not read found the token free
-	rxEnded    atomic.Bool     // the receive side has ended: nobody reads any more
-	kicked     atomic.Bool     // the read deadline is in the past (kickIfDone)
-	kmu        sync.Mutex      // guards holderCtx, holderDone and wanterDone; serialises kickIfDone and unkick
-	holderCtx  context.Context // the context of the waiter holding the token
-	holderDone func() bool     // and what it waits for
-	wanterDone func() bool     // what the waiter that asked for the token waits for
+	// The receive side (poll.go): the holder of tok owns the Reader and
+	// seq.
+	tok     receiveToken
+	seq     uint32      // the sequence number of the next segment on the stream
+	rxEnded atomic.Bool // the receive side has ended: nobody reads any more
 
 	onClose    func() // the Listener's count of the peer's connections
 	closeOnce  sync.Once
@@ -307,7 +300,7 @@ func (c *Conn) Close() error {
 		close(c.closed)
 		// A waiter reading the socket stops (Poll), and the receive
 		// goroutine reads on until the peer's FIN.
-		c.kickIfDone(true)
+		c.tok.kickIfDone(c.nc, true)
 		if c.firstTimer != nil {
 			c.firstTimer.Stop()
 		}
@@ -334,14 +327,15 @@ func (c *Conn) Close() error {
 }
 
 func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx Options, responder bool) *Conn {
-	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{}), resume: make(chan struct{}, 1)}
+	c := &Conn{nc: nc, ep: ep, cfg: cfg, neg: neg, firstRx: make(chan struct{}), closed: make(chan struct{}), rxDone: make(chan struct{}), left: make(chan struct{}, 1)}
+	c.tok.init()
 	c.w = NewWriter(nc, tx)
 	c.mulpdu.Store(int32(c.w.MULPDU()))
 	c.tcp = tcpConn(nc)
 	c.tryNow = newTryNow(nc)
 	c.r = NewReader(nc, rx)
 	c.r.SetPartialTimeout(cfg.partialTimeout())
-	c.r.interrupted = c.kicked.Load
+	c.r.interrupted = c.tok.kicked.Load
 	c.responder = responder
 	if !responder {
 		c.delay = cfg.FirstFPDUDelay
@@ -354,17 +348,14 @@ func newConn(nc net.Conn, ep ddp.Endpoint, cfg *Config, neg Negotiated, tx, rx O
 func (c *Conn) run(rtr ddp.RTR) error {
 	// Counted before the endpoint starts: from then on its Close may
 	// close the connection, whose Close waits for these goroutines.
-	c.wg.Add(2)
-	// The receive goroutine starts with the token: no waiter may read
-	// before it has started.
-	c.rx.Lock()
+	c.wg.Add(3)
 	if err := c.ep.Start(c, ddp.Start{RTR: rtr, ReceiveFirst: c.responder}); err != nil {
-		c.wg.Add(-2)
-		c.rx.Unlock()
+		c.wg.Add(-3)
 		return err
 	}
 	go c.readLoop()
 	go c.watch()
+	go c.writeLoop()
 	return nil
 }
 

@@ -149,13 +149,13 @@ func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	held := func() bool { return tokenHeld(ac) }
 	// The receive goroutine takes the token back a lease after the
 	// warm-up's waiter left it.
-	waitUntil(t, func() bool { return !ac.want.Load() && held() })
+	waitUntil(t, func() bool { return !ac.tok.want.Load() && held() })
 	time.Sleep(3 * lease)
 	if !held() {
 		t.Fatal("the receive goroutine did not take the token back")
 	}
 	got := readAndWait(t, a, sink, 32, src)
-	waitUntil(t, ac.want.Load) // the waiter asked for the token
+	waitUntil(t, ac.tok.want.Load) // the waiter asked for the token
 	// The peer Writes into the sink's second half meanwhile.
 	wsrc := b.Reg(t, 32, 0)
 	fillp(wsrc.Bytes(), 9)
@@ -164,7 +164,7 @@ func TestWaiterGetsTokenWhenDone(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return writes.Load() == 1 })
 	time.Sleep(2 * time.Millisecond)
-	if !ac.want.Load() || !held() {
+	if !ac.tok.want.Load() || !held() {
 		t.Fatal("the receive goroutine gave the token away after an FPDU that completed nothing")
 	}
 	select {
@@ -176,7 +176,7 @@ func TestWaiterGetsTokenWhenDone(t *testing.T) {
 		t.Fatal("no completion for the Read")
 	}
 	// Now the waiter has had what it waited for: the token is handed over.
-	waitUntil(t, func() bool { return !ac.want.Load() })
+	waitUntil(t, func() bool { return !ac.tok.want.Load() })
 	if !bytes.Equal(sink.Bytes()[32:], wsrc.Bytes()) {
 		t.Error("the peer's Write did not land")
 	}
@@ -195,8 +195,8 @@ func countWrites() (*atomic.Int32, trace.Observer) {
 
 // tokenHeld reports whether some goroutine holds c's receive token.
 func tokenHeld(c *Conn) bool {
-	if c.rx.TryLock() {
-		c.rx.Unlock()
+	if c.tok.tryTake() {
+		c.tok.give()
 		return false
 	}
 	return true
@@ -223,17 +223,17 @@ func TestWaiterWithdrawsRequest(t *testing.T) {
 	ac, _ := connectPair(t, Config{}, Config{}, a, b)
 	sink := a.Reg(t, 64, rdmap.LocalWrite|rdmap.RemoteWrite)
 	held := func() bool { return tokenHeld(ac) }
-	waitUntil(t, func() bool { return !ac.want.Load() && held() })
+	waitUntil(t, func() bool { return !ac.tok.want.Load() && held() })
 	// A waiter asks while the receive goroutine reads, and leaves.
 	var done atomic.Bool
 	if ac.Poll(context.Background(), done.Load) {
 		t.Fatal("Poll received while the receive goroutine held the token")
 	}
-	if !ac.want.Load() {
+	if !ac.tok.want.Load() {
 		t.Fatal("the waiter's request was not kept")
 	}
-	if ac.Poll(context.Background(), nil) || ac.want.Load() {
-		t.Fatal("Poll with a nil done did not withdraw the request")
+	if ac.Unpoll(); ac.tok.want.Load() {
+		t.Fatal("Unpoll did not withdraw the request")
 	}
 	// What the waiter waited for comes now, with an FPDU: the receive
 	// goroutine keeps the token and reads on.

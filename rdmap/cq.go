@@ -128,7 +128,7 @@ type CompletionQueue struct {
 	overrun  bool
 
 	// The queue pairs that report here: a waiter may do the receive work
-	// itself (ddp.LLP's Poll) when this CQ serves one queue pair only and
+	// itself (ddp.Poller) when this CQ serves one queue pair only and
 	// its next completion can come only from that queue pair's received
 	// segments (or a flush, which closes its LLP): see pollQP.
 	recvQPs []*QueuePair
@@ -306,7 +306,7 @@ func (cq *CompletionQueue) wakeOne() {
 // Responses to the Reads, or the one Atomic, that the send queue holds),
 // the waiting
 // goroutine lets the queue pair's LLP do its receive work on it
-// (ddp.LLP's Poll; MPA over plain TCP can), so that the network wakes the
+// (ddp.Poller; MPA over plain TCP is one), so that the network wakes the
 // waiter itself.
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
@@ -326,15 +326,13 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		}
 	}
 	// asked is an LLP whose Poll returned false: it may keep this
-	// waiter's request for its receive work (the token another goroutine
-	// held), which the waiter withdraws when it leaves, so that the LLP
-	// does not hand its receive work to nobody once a later completion
-	// arrives.
-	var asked ddp.LLP
+	// waiter's request for its receive work, which the waiter withdraws
+	// when it leaves (Unpoll).
+	var asked ddp.Poller
 	for {
 		if cq.Poll(one[:]) == 1 {
 			if asked != nil {
-				asked.Poll(ctx, nil)
+				asked.Unpoll()
 			}
 			return one[0], nil
 		}
@@ -344,18 +342,15 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		// Not under cq.mu: a queue pair reports completions holding its
 		// own lock, which therefore comes first.
 		if qp != nil && ctx.Err() == nil {
-			if llp := qp.receiver(); llp != nil {
+			if p := qp.poller(); p != nil {
 				if !sends || qp.awaitsWire() {
-					if llp.Poll(ctx, cq.ready) {
+					if p.Poll(ctx, cq.ready) {
 						continue
 					}
-					asked = llp
+					asked = p
 				} else {
-					// This waiter sleeps without receiving:
-					// the LLP must not leave its receive work
-					// to nobody (a waiter that received
-					// before may have let go of it).
-					llp.Poll(ctx, nil)
+					// This waiter sleeps without receiving.
+					p.Unpoll()
 				}
 			}
 		}
@@ -368,7 +363,7 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			err := cq.ended
 			cq.mu.Unlock()
 			if asked != nil {
-				asked.Poll(ctx, nil)
+				asked.Unpoll()
 			}
 			return Completion{}, err
 		}
@@ -389,7 +384,7 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			cq.wakeOne()
 			cq.mu.Unlock()
 			if asked != nil {
-				asked.Poll(ctx, nil)
+				asked.Unpoll()
 			}
 			return Completion{}, err
 		}

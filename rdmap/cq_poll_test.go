@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -70,19 +71,21 @@ type pollEnd struct {
 	kept, withdrawn atomic.Int32
 }
 
-func (e *pollEnd) Poll(_ context.Context, done func() bool) bool {
-	if done == nil {
-		e.withdrawn.Add(1)
-	} else {
-		e.kept.Add(1)
-	}
+func (e *pollEnd) Poll(context.Context, func() bool) bool {
+	e.kept.Add(1)
 	return false
 }
 
+func (e *pollEnd) Unpoll() { e.withdrawn.Add(1) }
+
 // A waiter whose LLP kept its request for the receive work withdraws it
 // when it leaves, with its completion or its context's end, so that the
-// LLP does not hand that work to nobody later (ddp.LLP's Poll).
+// LLP does not hand that work to nobody later (ddp.Poller).
 func TestCQWaiterWithdrawsRequest(t *testing.T) {
+	synctest.Test(t, testCQWaiterWithdrawsRequest)
+}
+
+func testCQWaiterWithdrawsRequest(t *testing.T) {
 	ea, eb := llptest.New(llptest.Options{})
 	a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
 	pe := &pollEnd{End: ea}
@@ -94,7 +97,10 @@ func TestCQWaiterWithdrawsRequest(t *testing.T) {
 	if err := b.qp.Start(eb, ddp.Start{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ea.Close() })
+	t.Cleanup(func() {
+		a.qp.Close(context.Background())
+		b.qp.Close(context.Background())
+	})
 	buf := a.reg(t, 8, LocalWrite)
 	mustPost(t, a.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: buf, Length: 8}}}))
 
@@ -110,8 +116,9 @@ func TestCQWaiterWithdrawsRequest(t *testing.T) {
 	// Its completion arrives while it sleeps.
 	got := make(chan Completion, 1)
 	go func() { got <- wait(t, a.rcq) }()
-	for pe.kept.Load() < 2 {
-		time.Sleep(100 * time.Microsecond)
+	synctest.Wait()
+	if k := pe.kept.Load(); k < 2 {
+		t.Fatalf("a sleeping waiter: %d requests kept, want 2 or more", k)
 	}
 	mustPost(t, b.qp.PostSend(SendWR{ID: 9, SGL: []SGE{{MR: b.reg(t, 8, 0), Length: 8}}}))
 	if c := <-got; c.WRID != 1 || c.Status != StatusSuccess {

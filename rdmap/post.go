@@ -237,15 +237,15 @@ func (qp *QueuePair) PostBatch(post func() error) error {
 	return post()
 }
 
-// receiver returns the LLP while the stream runs, for a completion
-// queue's waiter to poll.
-func (qp *QueuePair) receiver() ddp.LLP {
+// poller returns the LLP while the stream runs, if it is a ddp.Poller,
+// for a completion queue's waiter to receive on.
+func (qp *QueuePair) poller() ddp.Poller {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.state != StateRunning {
 		return nil
 	}
-	return qp.llp
+	return qp.poll
 }
 
 // signal wakes the goroutine that waits on ch (of capacity 1), without

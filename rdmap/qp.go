@@ -121,6 +121,7 @@ type QueuePair struct {
 	sendMu    sync.Mutex
 	sender    *ddp.Sender
 	llp       ddp.LLP
+	poll      ddp.Poller // llp, if it is one
 	sent      []*sqEntry // Sends and Writes given to the LLP, to complete after its Flush
 	responses []response // taken from qp.queued for one batch
 	wrs       []*sqEntry // taken from the send queue for one batch
@@ -330,6 +331,7 @@ func (qp *QueuePair) Start(llp ddp.LLP, how ddp.Start) error {
 		return fmt.Errorf("rdmap: Start on a queue pair in state %v", qp.state)
 	}
 	qp.llp = llp
+	qp.poll, _ = llp.(ddp.Poller)
 	qp.sender = ddp.NewSender(llp, NumQueues, qp.cfg.StreamID, qp.obs)
 	// "The Data Source MUST ensure that a sufficient number of Untagged
 	// Buffers are available on the RDMA Read Request Queue ... to support

@@ -125,16 +125,6 @@ func (s *Session) WriteSegment(hdr []byte, payload [][]byte) error {
 	return err
 }
 
-// WriteNow implements ddp.LLP: it reports false, since WriteSegment may
-// wait for room in the association's send queue. (Over SCTP the answer's
-// hand-off to the send goroutine is a small part of a round trip that
-// pion's own goroutines dominate: docs/performance.md.)
-func (s *Session) WriteNow([]byte, [][]byte) (bool, error) { return false, nil }
-
-// Poll implements ddp.LLP: a session cannot receive on a waiter's
-// goroutine (pion's goroutines read the association), so it never does.
-func (s *Session) Poll(context.Context, func() bool) bool { return false }
-
 // Flush implements ddp.LLP: WriteSegment has queued each chunk already
 // (SCTP carries each segment as its own message, and SCTP's send queue
 // holds copies).

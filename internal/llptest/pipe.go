@@ -9,7 +9,6 @@
 package llptest
 
 import (
-	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -125,9 +124,6 @@ func (e *End) MULPDU() int { return e.mulpdu }
 // every segment.
 func (e *End) Flush() error { return nil }
 
-// Poll implements ddp.LLP: the pipe's own goroutine delivers.
-func (e *End) Poll(context.Context, func() bool) bool { return false }
-
 // WriteSegment implements ddp.LLP: it copies the segment into a pooled
 // packet buffer and queues it for the other end.
 func (e *End) WriteSegment(hdr []byte, payload [][]byte) error {
@@ -138,7 +134,7 @@ func (e *End) WriteSegment(hdr []byte, payload [][]byte) error {
 	return e.cutIf(cut, err)
 }
 
-// WriteNow implements ddp.LLP: WriteSegment when a packet buffer and room
+// WriteNow implements ddp.NowWriter: WriteSegment when a packet buffer and room
 // in the other end's queue are there already.
 func (e *End) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
 	d := e.out
