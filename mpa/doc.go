@@ -49,30 +49,23 @@
 // The codecs (Frame, Marker, AppendFPDU, ParseFPDU) work on byte slices.
 // Writer and Reader are the streaming forms over a TCP connection: the
 // Writer sends the FPDUs handed to it between two flushes as one gather
-// write (writev(2), up to 32 FPDUs) without copying the payload; the
+// write (writev(2), up to 128 FPDUs) without copying the payload; the
 // Reader allocates its buffer once. Neither allocates per FPDU.
 //
 // # Concurrency in Full Operation
 //
-//   - Sending: the queue pair's one send route (whoever holds its send
-//     side: a posting goroutine or its send goroutine) calls
-//     Conn.WriteSegment for each segment and Conn.Flush once per batch.
-//     The receive side never waits to write: when it answers a Read or
-//     Atomic Request while the send side is idle it calls Conn.WriteNow,
-//     one non-blocking writev(2) of the Response's FPDU (on Linux), which
-//     writes nothing if the socket takes nothing at once and leaves the
-//     rest of a partial write to a goroutine of its own.
-//   - Receiving: one goroutine at a time holds the receive
-//     token and reads: the connection's receive goroutine, or a goroutine
-//     waiting on a completion queue whose next completion only this
-//     connection's FPDUs can bring (Conn.Poll, ddp.LLP), so that the
-//     network wakes the waiter directly. The receive goroutine takes the
-//     token back after a lease (20 ms) in which the waiter did not come
-//     back, or at once when a waiter goes to sleep without reading
-//     (Poll with a nil done), and interrupts the read of a waiter whose
-//     context has ended
-//     or whose completion came by another way (a flush); Close
-//     interrupts it at once.
+//   - Sending: the queue pair's one send route (a posting goroutine
+//     that finds it idle, or its send goroutine) calls Conn.WriteSegment
+//     per segment and Conn.Flush per batch. The receive side never waits
+//     to write: answering a Read or Atomic Request while the send side
+//     is idle, it calls Conn.WriteNow (ddp.NowWriter), one non-blocking
+//     writev(2) of the Response's FPDU on Linux; what the socket does not
+//     take at once leaves on the connection's writeLoop.
+//   - Receiving: the holder of the receive token reads (poll.go): the
+//     connection's receive goroutine, or a completion queue's waiter
+//     whose next completion only this connection's FPDUs can bring
+//     (Conn.Poll, ddp.Poller), so that the network wakes the waiter
+//     directly.
 //   - A stopped stream's last writes (a Terminate) and the graceful close
 //     after them are bounded by TerminateTimeout.
 //

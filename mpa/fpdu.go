@@ -3,7 +3,6 @@ package mpa
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/iwarpgo/iwarp/term"
 )
@@ -229,8 +228,4 @@ func ParseFPDU(dst, b []byte, pos uint64, o Options) ([]byte, int, error) {
 		return dst[:base], 0, mErr
 	}
 	return dst, i, nil
-}
-
-func usageError(format string, args ...any) error {
-	return fmt.Errorf("mpa: "+format, args...)
 }

@@ -123,10 +123,6 @@ func (w *Writer) accept(n int) {
 	}
 }
 
-// WriteSegment is Queue under the name of DDP's LLP interface: with
-// MULPDU and Flush it lets a *Writer serve as DDP's lower layer directly.
-func (w *Writer) WriteSegment(hdr []byte, payload [][]byte) error { return w.Queue(hdr, payload) }
-
 // WriteFPDU sends one FPDU whose ULPDU is hdr followed by the payload
 // slices (RFC 5044 §4.1): ULPDU_Length, the ULPDU, PAD to a multiple of
 // four octets, the CRC (CRC32c when Options.CRC, else zero) and, with
