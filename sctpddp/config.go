@@ -53,13 +53,17 @@ const (
 )
 
 // Config configures Listen and Dial. Exactly one way to authenticate the
-// peer must be chosen: PeerFingerprints, CAs, PSK, or, explicitly and only
-// for tests, InsecureSkipPeerVerification. A Config with none of them (or
-// with two) is rejected; peer verification is never skipped silently.
+// peer must be chosen: PeerFingerprints, CAs, PSK, on a Listener
+// AcceptAnyClient, or, explicitly and only for tests,
+// InsecureSkipPeerVerification. A Config with none of them (or with two) is
+// rejected before any packet is sent (ErrConfig); peer verification is
+// never skipped silently.
 type Config struct {
 	// Certificate is this endpoint's certificate, for the certificate
-	// modes (PeerFingerprints, CAs, InsecureSkipPeerVerification). Make a
-	// self-signed one with GenerateCertificate.
+	// modes (PeerFingerprints, CAs, AcceptAnyClient,
+	// InsecureSkipPeerVerification): a Listener needs one, a Dial only
+	// when the server asks for it (the server's PeerFingerprints or CAs).
+	// Make a self-signed one with GenerateCertificate.
 	Certificate *tls.Certificate
 
 	// PeerFingerprints pins the peer's certificate: the handshake succeeds
@@ -79,6 +83,14 @@ type Config struct {
 	// PSKIdentity and the server accepts only that identity.
 	PSK         []byte
 	PSKIdentity []byte
+
+	// AcceptAnyClient, on a Listener, authenticates the server only, as a
+	// TLS server without client certificates does: the Listener presents
+	// Certificate and asks clients for none, and clients verify it by
+	// PeerFingerprints (the fingerprint the server prints) or CAs. The
+	// application authenticates its clients itself if it must. Dial
+	// refuses it: a client always verifies its server.
+	AcceptAnyClient bool
 
 	// InsecureSkipPeerVerification accepts any peer: no fingerprint, no
 	// CA, no PSK. The traffic is encrypted but the peer is unknown. For
@@ -276,13 +288,21 @@ type Config struct {
 	localAddr string
 }
 
-// Errors of Config validation and authentication.
+// Errors of Config validation and authentication. Every error of a
+// Config's validation wraps ErrConfig too.
 var (
-	ErrNoPeerAuthentication = errors.New("sctpddp: no peer authentication configured: set PeerFingerprints, CAs or PSK (or, for tests, InsecureSkipPeerVerification)")
+	// ErrConfig: the Config cannot work; Dial and Listen refuse it
+	// before any packet is sent.
+	ErrConfig               = errors.New("sctpddp: bad configuration")
+	ErrNoPeerAuthentication = errors.New("sctpddp: no peer authentication configured: set PeerFingerprints, CAs or PSK (a Listener: or AcceptAnyClient; for tests: InsecureSkipPeerVerification)")
 	ErrTwoAuthentications   = errors.New("sctpddp: more than one peer authentication mode configured")
-	ErrNoCertificate        = errors.New("sctpddp: certificate authentication needs Config.Certificate")
-	ErrFingerprintMismatch  = errors.New("sctpddp: peer certificate fingerprint does not match any pinned fingerprint")
-	ErrPSKIdentity          = errors.New("sctpddp: unknown PSK identity")
+	ErrNoCertificate        = errors.New("sctpddp: a Listener in a certificate mode needs Config.Certificate")
+	ErrNoPSKIdentity        = errors.New("sctpddp: PSK needs a PSKIdentity")
+	// ErrAcceptAnyClientDial: AcceptAnyClient is a Listener's; a client
+	// verifies its server (PeerFingerprints, CAs or PSK).
+	ErrAcceptAnyClientDial = errors.New("sctpddp: AcceptAnyClient is for a Listener: a client verifies its server (PeerFingerprints, CAs or PSK)")
+	ErrFingerprintMismatch = errors.New("sctpddp: peer certificate fingerprint does not match any pinned fingerprint")
+	ErrPSKIdentity         = errors.New("sctpddp: unknown PSK identity")
 	// ErrUnreachable: Dial's handshake timed out and nothing came back
 	// from the address: nothing listens there, or the path drops UDP.
 	ErrUnreachable = errors.New("sctpddp: no answer")
@@ -298,6 +318,7 @@ const (
 	authFingerprint authMode = iota + 1
 	authCA
 	authPSK
+	authAnyClient
 	authInsecure
 )
 
@@ -328,6 +349,10 @@ func (c *Config) settings() (*settings, error) {
 		n++
 		s.auth = authPSK
 	}
+	if c.AcceptAnyClient {
+		n++
+		s.auth = authAnyClient
+	}
 	if c.InsecureSkipPeerVerification {
 		n++
 		s.auth = authInsecure
@@ -338,11 +363,8 @@ func (c *Config) settings() (*settings, error) {
 	case n > 1:
 		return nil, ErrTwoAuthentications
 	}
-	if s.auth != authPSK && (c.Certificate == nil || len(c.Certificate.Certificate) == 0) {
-		return nil, ErrNoCertificate
-	}
 	if s.auth == authPSK && len(c.PSKIdentity) == 0 {
-		return nil, errors.New("sctpddp: PSK needs a PSKIdentity")
+		return nil, ErrNoPSKIdentity
 	}
 	if s.MTU == 0 {
 		s.MTU = DefaultMTU
@@ -515,6 +537,8 @@ func (s *settings) dtlsOptions(server bool, authErr *authFailure) ([]dtls.Server
 		} else {
 			shared = append(shared, dtls.WithPSK(func([]byte) ([]byte, error) { return key, nil }))
 		}
+	case authAnyClient:
+		srv = append(srv, dtls.WithClientAuth(dtls.NoClientCert))
 	case authInsecure:
 		shared = append(shared, dtls.WithInsecureSkipVerify(true))
 		srv = append(srv, dtls.WithClientAuth(dtls.RequestClientCert))

@@ -48,7 +48,7 @@ func (s *settings) listenConfig() net.ListenConfig {
 //   - a Config that cannot work: its own error (ErrNoPeerAuthentication
 //     and the like), before any packet is sent.
 func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association, error) {
-	s, err := cfg.settings()
+	s, err := cfg.check(false)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +106,29 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	}
 	return a, nil
 }
+
+// check validates cfg for a Listener or a Dial; its errors wrap ErrConfig.
+func (c *Config) check(listening bool) (*settings, error) {
+	s, err := c.settings()
+	switch {
+	case err != nil:
+	case listening && s.auth != authPSK && (c.Certificate == nil || len(c.Certificate.Certificate) == 0):
+		err = ErrNoCertificate
+	case !listening && s.auth == authAnyClient:
+		err = ErrAcceptAnyClientDial
+	}
+	if err != nil {
+		return nil, configError{err}
+	}
+	return s, nil
+}
+
+// configError is a Config's validation error: it wraps ErrConfig beside
+// the error itself, and reads as the latter.
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 
 // handshakeError names the likely cause of a failed DTLS handshake.
 func handshakeError(s *settings, addr string, err error) error {
@@ -181,7 +204,7 @@ type Listener struct {
 // Listen opens a UDP socket on addr and accepts DTLS/SCTP associations on
 // it. ctx bounds only the socket's creation; close the Listener to stop.
 func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, error) {
-	s, err := cfg.settings()
+	s, err := cfg.check(true)
 	if err != nil {
 		return nil, err
 	}

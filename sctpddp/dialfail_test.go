@@ -133,3 +133,75 @@ func TestUnpinnedClientFailsAtOnce(t *testing.T) {
 		t.Fatalf("after %v: %v", d, err)
 	}
 }
+
+// Every validation error wraps ErrConfig, and is given before any packet
+// is sent.
+func TestConfigErrorsWrapErrConfig(t *testing.T) {
+	c, f := mustCert(t)
+	ctx := testCtx(t)
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	for _, tt := range []struct {
+		name   string
+		cfg    *Config
+		listen bool
+		want   error
+	}{
+		{"nil", nil, false, ErrNoPeerAuthentication},
+		{"none", &Config{}, true, ErrNoPeerAuthentication},
+		{"two", &Config{Certificate: &c, PeerFingerprints: []Fingerprint{f}, PSK: []byte("k"), PSKIdentity: []byte("i")}, false, ErrTwoAuthentications},
+		{"listener without certificate", &Config{PeerFingerprints: []Fingerprint{f}}, true, ErrNoCertificate},
+		{"any client without certificate", &Config{AcceptAnyClient: true}, true, ErrNoCertificate},
+		{"any client dialing", &Config{Certificate: &c, AcceptAnyClient: true}, false, ErrAcceptAnyClientDial},
+		{"PSK without identity", &Config{PSK: []byte("k")}, false, ErrNoPSKIdentity},
+		{"MTU", &Config{PSK: []byte("k"), PSKIdentity: []byte("i"), MTU: MaxMTU + 4}, false, ErrConfig},
+	} {
+		var err error
+		if tt.listen {
+			var l *Listener
+			if l, err = Listen(ctx, "udp", "127.0.0.1:0", tt.cfg); err == nil {
+				l.Close()
+			}
+		} else {
+			_, err = Dial(ctx, "udp", u.LocalAddr().String(), tt.cfg)
+		}
+		if !errors.Is(err, ErrConfig) || !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	_ = u.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, _, err := u.ReadFrom(make([]byte, 2048)); err == nil {
+		t.Fatalf("a refused Config sent a %d-octet datagram", n)
+	}
+}
+
+// AcceptAnyClient: the client pins the server's certificate and presents
+// none; the server takes any client. A client pinning another certificate
+// is refused by its own check.
+func TestAcceptAnyClient(t *testing.T) {
+	checkGoroutines(t)
+	cert, fp := mustCert(t)
+	srv := &Config{Certificate: &cert, AcceptAnyClient: true, MTU: LoopbackMTU}
+	server, client := connect(t, srv, &Config{PeerFingerprints: []Fingerprint{fp}, MTU: LoopbackMTU})
+	if client.PeerCertificate() == nil || !FingerprintOf(client.PeerCertificate().Raw).Equal(fp) {
+		t.Fatal("the client did not see the server's certificate")
+	}
+	if server.PeerCertificate() != nil {
+		t.Fatal("the server asked the client for a certificate")
+	}
+	exchange(t, server, client, 1)
+
+	ctx := testCtx(t)
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, other := mustCert(t)
+	if _, err := Dial(ctx, "udp", l.Addr().String(), &Config{PeerFingerprints: []Fingerprint{other}}); !errors.Is(err, ErrFingerprintMismatch) {
+		t.Fatalf("a client pinning another certificate: %v", err)
+	}
+}

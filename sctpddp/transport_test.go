@@ -117,7 +117,6 @@ func TestConfigNeedsExactlyOneAuthentication(t *testing.T) {
 		{Config{Certificate: &c}, ErrNoPeerAuthentication},
 		{Config{Certificate: &c, PeerFingerprints: []Fingerprint{f}, PSK: []byte("k"), PSKIdentity: []byte("i")}, ErrTwoAuthentications},
 		{Config{Certificate: &c, PeerFingerprints: []Fingerprint{f}, InsecureSkipPeerVerification: true}, ErrTwoAuthentications},
-		{Config{PeerFingerprints: []Fingerprint{f}}, ErrNoCertificate},
 	}
 	for i, tt := range tests {
 		if _, err := Dial(ctx, "udp", "127.0.0.1:9", &tt.cfg); !errors.Is(err, tt.want) {
