@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
@@ -31,19 +31,7 @@ func tctx(t *testing.T) context.Context {
 	return ctx
 }
 
-func noLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
+func noLeaks(t *testing.T) { leaktest.Check(t) }
 
 // connectPair: a listener with lcfg, a dialer with dcfg; a and b are the
 // initiator's and responder's queue pairs.

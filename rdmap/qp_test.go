@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
 )
@@ -272,7 +272,7 @@ func TestFlushOnTerminate(t *testing.T) {
 }
 
 func TestCloseLeavesNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaktest.Check(t)
 	for i := 0; i < 5; i++ {
 		ea, eb := llptest.New(llptest.Options{})
 		a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
@@ -295,13 +295,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		if a.qp.State() != StateClosed {
 			t.Fatal(a.qp.State())
 		}
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines left, %d before\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
