@@ -9,7 +9,8 @@
 // variant (its opcode checked as the Go peer decoded it), the burst
 // rate, a Terminate, the other controls; then with loss and reordering
 // on the Go peer's UDP path: segments placed out of order and every byte
-// in place; two DDP streams, one held while the other goes on. Over MPA
+// in place; slow motion, its cells amber while the placements are drawn;
+// two DDP streams, one held while the other goes on. Over MPA
 // on a WebSocket: chosen, and as the fallback when the page has no
 // WebRTC and when the data channel does not come up: the same Write,
 // Read, Send and fault checks, FPDUs and Markers on the ladder. Then two
@@ -345,6 +346,28 @@ try {
       .some((e) => e.textContent.includes("delivered once whole")), null, { timeout: 30000 });
     await page.screenshot({ path: join(out, "08-impaired.png"), fullPage: true });
     await setNetwork(page, { preset: "clean" });
+  }
+
+  if (want("slowmo")) {
+    step("slow motion: a Write's placements drawn one by one, its cells amber until the delivery is drawn");
+    await page.selectOption("#transport", "dc");
+    await page.selectOption("#mulpdu", "48");
+    await page.check("#slowmo");
+    await page.click("#connect-go");
+    await connected(page, "status with slow motion");
+    await page.click("#do-long");
+    await page.waitForTimeout(1000);
+    const amber = () => page.evaluate(() => ({
+      pending: document.querySelectorAll('#remote-regions .region[data-name="Go peer memory"] .cell.pending').length,
+      left: Number(document.getElementById("slowmo-left").dataset.left || 0),
+    }));
+    const a = await amber();
+    console.log(`   after 1 s: ${a.pending} cells amber, ${a.left} events still to draw`);
+    if (!(a.pending > 0 && a.pending < 1000 && a.left > 0)) throw new Error(`slow motion: after 1 s ${a.pending} cells amber and ${a.left} events waiting`);
+    await page.screenshot({ path: join(out, "09-slow-motion.png"), fullPage: true });
+    await page.waitForFunction(() => document.querySelectorAll('#remote-regions .region[data-name="Go peer memory"] .cell.delivered').length >= 1000, null, { timeout: 30000 });
+    if ((await amber()).pending !== 0) throw new Error("slow motion: cells still amber after the Write was drawn delivered");
+    await page.uncheck("#slowmo");
   }
 
   if (want("streams")) {

@@ -386,6 +386,7 @@ function resetViews(remoteName) {
   S.local.cqNew = []; S.remote.cqNew = [];
   S.atomicOrig = undefined;
   S.remoteQueue = []; S.relayQueue = [];
+  slow.queue = []; // a new stream: slow motion's queued events were the old one's
   S.rows = new Map(); S.flows = new Map(); S.stats = { segs: 0, overtook: 0, delivered: 0 };
   S.st = { timer: 0, sent: [0, 0], delivered: [0, 0], bins: [[], []], last: [0, 0], heldUntil: 0 };
   $("ladder").textContent = "";
@@ -823,6 +824,7 @@ function showTerminate(side, ev) {
 }
 
 function applyEvents(side, events, now, rows) {
+  if (slowTake(side, events)) return; // slow motion draws them later (slowmo.js)
   for (const ev of events) {
     switch (ev.kind) {
       case "segment-sent":
@@ -912,6 +914,7 @@ function frame(now) {
     if (b.regions) { S.remote.regions = b.regions; drawRegions(S.remote); fillStagSelects(); }
     applyEvents(S.remote, b.events || [], now, rows);
   }
+  slowDrain(now, rows);
   showLastPlaced();
   for (const side of [S.local, S.remote]) {
     // Only the newest entries are drawn: older ones would be trimmed at once.
