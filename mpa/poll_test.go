@@ -62,7 +62,7 @@ func readAndWait(t *testing.T, a *peer, sink *rdmap.MemoryRegion, n uint32, src 
 func TestSendCQWaiterAndLaterWrite(t *testing.T) {
 	noLeaks(t)
 	a, b := newPeer(t, rdmap.QPConfig{}), slowResponder(t, 200*time.Millisecond)
-	connectPair(t, Config{}, Config{}, a, b)
+	ac, _ := connectPair(t, Config{}, Config{}, a, b)
 	src := b.Reg(t, 64, rdmap.RemoteRead|rdmap.RemoteWrite)
 	sink := a.Reg(t, 64, rdmap.LocalWrite)
 	warmUp(t, a, src)
@@ -79,7 +79,7 @@ func TestSendCQWaiterAndLaterWrite(t *testing.T) {
 			got <- c
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // the waiter is in its read by now
+	waitUntil(t, func() bool { return waiterIn(ac) })
 	if err := a.QP.PostWrite(rdmap.WriteWR{ID: 2, SGL: []rdmap.SGE{{MR: a.Reg(t, 8, 0), Length: 8}}, RemoteSTag: src.STag(), RemoteTO: 32}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func TestSendCQWaiterAndLaterWrite(t *testing.T) {
 func TestSendCQWaiterClosed(t *testing.T) {
 	noLeaks(t)
 	a, b := newPeer(t, rdmap.QPConfig{}), slowResponder(t, 1500*time.Millisecond)
-	connectPair(t, Config{}, Config{}, a, b)
+	ac, _ := connectPair(t, Config{}, Config{}, a, b)
 	src := b.Reg(t, 64, rdmap.RemoteRead)
 	sink := a.Reg(t, 64, rdmap.LocalWrite)
 	warmUp(t, a, src)
 	got := readAndWait(t, a, sink, 64, src)
-	time.Sleep(50 * time.Millisecond)
+	waitUntil(t, func() bool { return waiterIn(ac) })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -200,6 +200,14 @@ func tokenHeld(c *Conn) bool {
 		return false
 	}
 	return true
+}
+
+// waiterIn reports whether a waiter is in Poll on c: reading with the
+// token, or asking for it.
+func waiterIn(c *Conn) bool {
+	c.tok.mu.Lock()
+	defer c.tok.mu.Unlock()
+	return c.tok.holderCtx != nil || c.tok.want.Load()
 }
 
 // waitUntil waits up to 5 s for cond.

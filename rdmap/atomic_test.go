@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -337,14 +338,16 @@ func TestAtomicResponseCreationError(t *testing.T) {
 // "Atomic Operation Request Messages MUST NOT start processing at the
 // Responder until they have been Delivered to RDMAP by DDP" (RFC 7306
 // §5.4 rule 3): a request in two segments does nothing before its last.
-func TestAtomicProcessedOnDelivery(t *testing.T) {
+func TestAtomicProcessedOnDelivery(t *testing.T) { synctest.Test(t, testAtomicProcessedOnDelivery) }
+
+func testAtomicProcessedOnDelivery(t *testing.T) {
 	s, peer := rawSide(t, QPConfig{})
 	target := s.reg(t, 64, RemoteAtomic)
 	setWord(target, 0, 10)
 	body := (&AtomicRequest{Op: FetchAdd, ReqID: 5, STag: target.STag(), AddSwapData: 1, CompareMask: ^uint64(0)}).Append(nil)
 	h := ddp.Header{DV: 1, RsvdULP: [5]byte{byte(MakeControl(OpAtomicRequest))}, QN: QNReadReq, MSN: 1}
 	peer.send(t, append(h.Append(nil), body[:30]...))
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if word(target, 0) != 10 || len(peer.segsFrom(t, 0)) != 0 {
 		t.Fatal("the Atomic Request was processed before it was delivered")
 	}
@@ -422,7 +425,9 @@ func slicesEqual(a, b []uint64) bool {
 
 // At most AtomicORD Atomic Requests are outstanding; the rest wait in the
 // send queue. A Fence waits for earlier Atomics as for Reads.
-func TestAtomicORDAndFence(t *testing.T) {
+func TestAtomicORDAndFence(t *testing.T) { synctest.Test(t, testAtomicORDAndFence) }
+
+func testAtomicORDAndFence(t *testing.T) {
 	s, peer := rawSide(t, QPConfig{AtomicORD: 2})
 	res := s.reg(t, 64, LocalWrite)
 	for i := range 5 {
@@ -430,7 +435,7 @@ func TestAtomicORDAndFence(t *testing.T) {
 	}
 	mustPost(t, s.qp.PostSend(SendWR{ID: 5, Fence: true}))
 	count := func() (atomics, sends int) {
-		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
 		for _, seg := range peer.segsFrom(t, 0) {
 			switch Control(seg[1]).Opcode() {
 			case OpAtomicRequest:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -240,7 +241,9 @@ func TestKeyChangesOnReRegistration(t *testing.T) {
 // With ORD 1 the second Read Request waits for the first Response; a
 // fenced Write waits for every earlier Read. The responder is a raw peer,
 // so the test decides when each Response goes back.
-func TestORDAndFence(t *testing.T) {
+func TestORDAndFence(t *testing.T) { synctest.Test(t, testORDAndFence) }
+
+func testORDAndFence(t *testing.T) {
 	ea, eb := llptest.New(llptest.Options{})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
 	a := newSide(t, eb, QPConfig{ORD: 1})
@@ -248,13 +251,14 @@ func TestORDAndFence(t *testing.T) {
 	eb.Attach(a.qp.Stream())
 	a.qp.Start(eb, ddp.Start{})
 	defer ea.Close()
+	defer a.qp.Close(context.Background())
 	sink := a.reg(t, 100, LocalWrite)
 	for i := 0; i < 3; i++ {
 		mustPost(t, a.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: sink, Offset: uint64(10 * i), Length: 10}, RemoteSTag: 0x777, RemoteTO: 0}))
 	}
 	mustPost(t, a.qp.PostWrite(WriteWR{ID: 9, SGL: []SGE{{MR: sink, Length: 10}}, RemoteSTag: 0x777, Fence: true}))
 	segs := func() [][]byte {
-		time.Sleep(30 * time.Millisecond)
+		synctest.Wait()
 		peer.mu.Lock()
 		defer peer.mu.Unlock()
 		return append([][]byte(nil), peer.segs...)
@@ -458,7 +462,9 @@ func TestCloseDrains(t *testing.T) {
 
 // A fenced request waits for every earlier Read to complete; an unfenced
 // one does not.
-func TestFence(t *testing.T) {
+func TestFence(t *testing.T) { synctest.Test(t, testFence) }
+
+func testFence(t *testing.T) {
 	ea, eb := llptest.New(llptest.Options{})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
 	a := newSide(t, eb, QPConfig{ORD: 8})
@@ -466,9 +472,10 @@ func TestFence(t *testing.T) {
 	eb.Attach(a.qp.Stream())
 	a.qp.Start(eb, ddp.Start{})
 	defer ea.Close()
+	defer a.qp.Close(context.Background())
 	sink := a.reg(t, 100, LocalWrite)
 	count := func() int {
-		time.Sleep(30 * time.Millisecond)
+		synctest.Wait()
 		peer.mu.Lock()
 		defer peer.mu.Unlock()
 		return len(peer.segs)
