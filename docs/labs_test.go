@@ -485,10 +485,22 @@ func TestLabDemoObservations(t *testing.T) {
 			t.Error("unordered on the reordering path: no segment overtook another")
 		}
 		p.Close()
-		// Step 5: ordered, on the same path: none does.
-		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: reorder, Ordered: true})
-		if n := overtaking(p, 3); n != 0 {
-			t.Errorf("ordered delivery: %d segments overtook", n)
+		// Step 4: the bad path with the Loss slider at 20 %: a Write meets
+		// a retransmission pause, and unordered, later segments are
+		// placed before it ends.
+		lossy := &demo.Impairment{Loss: lab3Loss, Delay: 10, Jitter: 40}
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}})
+		setImpair(t, ctx, p, lossy)
+		if pause, hole, _ := lossPauses(t, ctx, p, 12, true); !pause || !hole {
+			t.Errorf("unordered at %v %% loss: a pause %v, with later segments placed during it %v", lab3Loss, pause, hole)
+		}
+		p.Close()
+		// Step 5: ordered, on the same lossy path: the pause holds every
+		// later segment back, and none overtakes.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}, Ordered: true})
+		setImpair(t, ctx, p, lossy)
+		if pause, hole, over := lossPauses(t, ctx, p, 12, false); !pause || hole || over != 0 {
+			t.Errorf("ordered at %v %% loss: a pause %v, segments placed during it %v, %d overtook", lab3Loss, pause, hole, over)
 		}
 		p.Close()
 		// Step 7: MPA over TCP: none does.
@@ -571,4 +583,62 @@ func checkLab2Rows(t *testing.T, events []wpeer.Event, want []lab2Row) {
 			t.Errorf("FPDU #%d: %+v, lab 2 says %+v", w.seq, e, w)
 		}
 	}
+}
+
+// lab3Loss is the Loss slider's setting of lab 3 steps 4 and 5.
+const lab3Loss = 20
+
+// lab3Pause is the gap between two placements that lab 3 calls a
+// retransmission pause: SCTP's retransmission timer starts at 1 s (RFC
+// 9260 §16), and a fast retransmission waits for three SACKs.
+const lab3Pause = 300 * time.Millisecond
+
+func setImpair(t *testing.T, ctx context.Context, p *demo.Page, im *demo.Impairment) {
+	t.Helper()
+	if err := p.Send(ctx, demo.Message{Type: "impair", Impair: im}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx, func(m demo.Message) bool { return m.Type == "impair" }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lossPauses writes lab 3's 1,000 octets up to tries times, until a
+// Write shows a pause of lab3Pause between two placements (and, if
+// wantHole, one during which a later segment had been placed before an
+// earlier one was: the hole the retransmission fills). It returns
+// whether a pause was seen, whether one came with a hole, and how many
+// placements overtook an earlier segment.
+func lossPauses(t *testing.T, ctx context.Context, p *demo.Page, tries int, wantHole bool) (pause, hole bool, over int) {
+	t.Helper()
+	text := labText(1000)
+	mem := p.Region("Go peer memory")
+	floor := uint32(0) // a new page's stream starts at 0
+	placed := map[uint32]bool{}
+	for i := 0; i < tries && !(pause && (hole || !wantHole)); i++ {
+		if _, err := p.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		last := time.Time{}
+		waitGo(t, ctx, p, "the Write on the lossy path", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" {
+				now := time.Now()
+				if !last.IsZero() && now.Sub(last) >= lab3Pause {
+					pause = true
+					hole = hole || len(placed) > 0
+				}
+				last = now
+				if e.Seq > floor {
+					over++
+				}
+				placed[e.Seq] = true
+				for placed[floor] {
+					delete(placed, floor)
+					floor++
+				}
+			}
+			return e.Kind == "message-delivered" && e.Len == 1000
+		})
+	}
+	return pause, hole, over
 }
