@@ -17,6 +17,11 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+# The C peers of the SCTP interop tests (sctpddp/sctp/testdata/usrsctp):
+# usrsctp's, and the kernel's, linked statically for the Linux guest.
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+[ -e /usr/include/usrsctp.h ] || need+=(libusrsctp-dev)
 if ((${#need[@]})); then
 	if command -v apt-get >/dev/null 2>&1; then
 		sudo=""
