@@ -123,7 +123,7 @@ type iwarpEnd struct {
 	qp         *rdmap.QueuePair
 	scq, rcq   *rdmap.CompletionQueue
 	ring       *rdmap.MemoryRegion
-	recv       rdmap.RecvWR
+	recv       [recvDepth]rdmap.RecvWR
 	conn       *iwarp.Conn
 	completion []rdmap.Completion
 }
@@ -145,15 +145,20 @@ func newIwarpEnd(ringAccess rdmap.Access) (*iwarpEnd, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.recv = rdmap.RecvWR{SGL: []rdmap.SGE{{MR: small, Length: 8}}}
+	for i := range e.recv {
+		e.recv[i] = rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: small, Offset: uint64(8 * i), Length: 8}}}
+	}
 	return e, nil
 }
 
-// postRecvs posts the receive buffers that Immediate Data lands in (its
-// 8 octets; every buffer may share the same octets, which nobody reads).
+// postRecvs posts the receive buffers that Immediate Data lands in, 8
+// octets each. Each has octets of its own: a message is placed when it
+// arrives and its completion reads them when it is delivered, in order,
+// so a later Immediate Data that arrives first must not overwrite an
+// earlier one's.
 func (e *iwarpEnd) postRecvs() error {
-	for range recvDepth {
-		if err := e.qp.PostRecv(e.recv); err != nil {
+	for i := range e.recv {
+		if err := e.qp.PostRecv(e.recv[i]); err != nil {
 			return err
 		}
 	}
@@ -175,7 +180,7 @@ func (e *iwarpEnd) nextImm(ctx context.Context) (uint64, error) {
 	if c.Op != rdmap.WorkRecvWithImm {
 		return 0, fmt.Errorf("llp: a %v completion, want Immediate Data", c.Op)
 	}
-	return c.Imm, e.qp.PostRecv(e.recv)
+	return c.Imm, e.qp.PostRecv(e.recv[c.WRID])
 }
 
 // reap takes the send completions there are; with wait, it waits for one
