@@ -9,9 +9,9 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -23,9 +23,8 @@ const DefaultConnectTimeout = 10 * time.Second
 // Config configures Dial, DialFirst and Listen. A nil Config means the
 // defaults (for sctp:// there is no default authentication: set SCTP).
 type Config struct {
-	// PrivateData goes to the peer with the connection's set-up: in MPA's
-	// Request (Dial) or Reply (Accept), in DDP over SCTP's Initiate or
-	// Accept. At most 508 octets.
+	// PrivateData goes to the peer with Dial's set-up: in MPA's Request,
+	// in DDP over SCTP's Initiate. At most MaxPrivateData octets.
 	PrivateData []byte
 	// ConnectTimeout bounds Dial (each attempt of DialFirst) when its
 	// context has no earlier deadline. Default DefaultConnectTimeout.
@@ -33,9 +32,9 @@ type Config struct {
 	// MPA configures tcp:// (nil: mpa's defaults). Its PrivateData is
 	// replaced by the one above.
 	MPA *mpa.Config
-	// SCTP configures sctp://: how the peers authenticate (required),
-	// the MTU, the Listener's limits. Its handshake timeout also bounds
-	// a Dial.
+	// SCTP configures sctp://: how the peers authenticate (required:
+	// see the package documentation), the MTU, the Listener's limits,
+	// the dead-peer time. Its handshake timeout also bounds a Dial.
 	SCTP *sctpddp.Config
 	// Session configures the DDP Stream Session of sctp:// (its Private
 	// Data is replaced by the one above).
@@ -57,20 +56,6 @@ func (c *Config) event(e Event) {
 		c.OnEvent(e)
 	}
 }
-
-// Why a connection failed, for errors.Is.
-var (
-	// ErrUnreachable: nobody answers at the address (the TCP connection
-	// is refused or times out; no DTLS answer comes back).
-	ErrUnreachable = errors.New("iwarp: nobody answers")
-	// ErrRejected: the peer's application rejected the connection;
-	// errors.As finds the *ddp.RejectedError with its private data.
-	ErrRejected = errors.New("iwarp: the peer rejected the connection")
-	// ErrHandshake: the peer answered, but the set-up failed (a wrong
-	// key or certificate, a protocol error, a peer that stopped
-	// answering).
-	ErrHandshake = errors.New("iwarp: the connection's set-up failed")
-)
 
 // EventType names a lifecycle event.
 type EventType uint8
@@ -113,15 +98,18 @@ type Event struct {
 
 // parseURL splits tcp://host:port or sctp://host:port.
 func parseURL(s string) (scheme, addr string, err error) {
+	bad := func(why string) error {
+		return tag(nil, fmt.Sprintf("iwarp: bad address %q: %s", s, why), ErrBadAddress)
+	}
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", "", fmt.Errorf("iwarp: bad address %q: want tcp://host:port or sctp://host:port", s)
+		return "", "", bad("want tcp://host:port or sctp://host:port")
 	}
 	if u.Scheme != "tcp" && u.Scheme != "sctp" {
-		return "", "", fmt.Errorf("iwarp: bad address %q: the scheme is tcp (MPA over TCP) or sctp (DDP over SCTP over DTLS)", s)
+		return "", "", bad("the scheme is tcp (MPA over TCP) or sctp (DDP over SCTP over DTLS)")
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return "", "", fmt.Errorf("iwarp: bad address %q: no port", s)
+		return "", "", bad("no port")
 	}
 	return u.Scheme, u.Host, nil
 }
@@ -139,6 +127,7 @@ type Conn struct {
 	assoc     *sctpddp.Association // dialed sctp://: the Conn's own
 	release   func()               // a Listener's bookkeeping
 	cfg       *Config
+	closed    atomic.Bool // Close or Shutdown has begun
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -172,16 +161,33 @@ func (c *Conn) Done() <-chan struct{} { return c.qp.Terminated() }
 
 // Err returns why the stream stopped, or nil while it runs: see the
 // package documentation.
-func (c *Conn) Err() error { return c.qp.Err() }
+func (c *Conn) Err() error { return c.endError(c.qp.Err(), c.closed.Load()) }
 
-// Close ends the connection: it waits, until ctx is done, for the work
-// requests outstanding to complete, then closes the queue pair and with
-// it the transport connection (the rest flushes), and what Dial made for
-// it: a dialed sctp:// connection's association and UDP socket. When
-// Close returns, nothing of the connection remains.
-func (c *Conn) Close(ctx context.Context) error {
+// Close ends the connection at once: the work requests still outstanding
+// complete with WR_FLUSH_ERR, the queue pair closes and with it the
+// transport connection, and what Dial made for it (a dialed sctp://
+// connection's association and UDP socket). When Close returns, nothing
+// of the connection remains. Call Shutdown first to let outstanding work
+// finish. Close after Close or Shutdown returns what the first returned.
+func (c *Conn) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return c.shutdown(ctx, false)
+}
+
+// Shutdown ends the connection gracefully: it waits for the send work
+// requests outstanding to complete, then closes as Close does. If ctx is
+// done first, what is outstanding then flushes and Shutdown returns ctx's
+// error.
+func (c *Conn) Shutdown(ctx context.Context) error { return c.shutdown(ctx, true) }
+
+func (c *Conn) shutdown(ctx context.Context, graceful bool) error {
 	c.closeOnce.Do(func() {
+		c.closed.Store(c.qp.Err() == nil)
 		c.closeErr = c.qp.Close(ctx)
+		if err := ctx.Err(); graceful && c.closeErr == nil && err != nil {
+			c.closeErr = fmt.Errorf("iwarp: shutdown: %w before the outstanding work completed (what was left flushed)", err)
+		}
 		if c.assoc != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			c.assoc.Shutdown(sctx)
@@ -201,7 +207,7 @@ func (c *Conn) watch() {
 	}
 	go func() {
 		<-c.qp.Terminated()
-		err := c.qp.Err()
+		err := c.Err()
 		t := Ended
 		if errors.Is(err, rdmap.ErrDisconnected) {
 			t = Disconnected
@@ -213,7 +219,8 @@ func (c *Conn) watch() {
 // Dial connects qp to the peer at url (tcp://host:port or
 // sctp://host:port) and returns once the stream runs. ctx bounds the
 // set-up, as does Config.ConnectTimeout when ctx has no deadline. A
-// failure wraps ErrUnreachable, ErrRejected or ErrHandshake (see the
+// failure wraps ErrBadAddress, ErrConfig, ErrClosed, ErrUnreachable,
+// ErrRejected, ErrHandshake, or ctx's error when ctx ended it (see the
 // package documentation); qp then stays IDLE, so that it may be dialed
 // elsewhere, unless the set-up failed after it started (an RFC 6581
 // negotiation that ended with a Terminate).
@@ -243,6 +250,18 @@ func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Con
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPrivateData(cfg.PrivateData); err != nil {
+		return nil, err
+	}
+	if err := checkIdle(qp); err != nil {
+		return nil, err
+	}
+	if scheme == "sctp" && cfg.SCTP == nil {
+		return nil, tag(sctpddp.ErrNoPeerAuthentication, fmt.Sprintf("iwarp: %s: Config.SCTP is nil: %v", u, sctpddp.ErrNoPeerAuthentication), ErrConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, tag(err, fmt.Sprintf("iwarp: %s: %v", u, err), err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout())
 	defer cancel()
 	c := &Conn{qp: qp, url: u, transport: scheme, cfg: cfg}
@@ -255,18 +274,21 @@ func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Con
 		var d net.Dialer
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, u, err)
+			switch cerr := ctx.Err(); {
+			case errors.Is(cerr, context.Canceled):
+				return nil, classify(ctx, u, err)
+			case cerr != nil:
+				return nil, tag(err, fmt.Sprintf("iwarp: nobody answers at %s in time: %v", u, err), ErrUnreachable, cerr)
+			}
+			return nil, tag(err, fmt.Sprintf("iwarp: nobody answers at %s: %v", u, err), ErrUnreachable)
 		}
 		m, err := mpa.Client(ctx, nc, qp, &mc)
 		if err != nil {
 			nc.Close()
-			return nil, classify(u, err)
+			return nil, classify(ctx, u, err)
 		}
 		c.mpa, c.local, c.remote, c.peerData = m, m.LocalAddr(), m.RemoteAddr(), m.Negotiated().PeerData
 		return c, nil
-	}
-	if cfg.SCTP == nil {
-		return nil, fmt.Errorf("iwarp: %s: %w", u, sctpddp.ErrNoPeerAuthentication)
 	}
 	sc := *cfg.SCTP
 	if dl, ok := ctx.Deadline(); ok {
@@ -276,31 +298,17 @@ func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Con
 	}
 	a, err := sctpddp.Dial(ctx, "udp", addr, &sc)
 	if err != nil {
-		return nil, classify(u, err)
+		return nil, classify(ctx, u, err)
 	}
 	scfg := cfg.Session
 	scfg.PrivateData = cfg.PrivateData
 	s, err := a.Connect(ctx, qp, scfg)
 	if err != nil {
 		a.Close()
-		return nil, classify(u, err)
+		return nil, classify(ctx, u, err)
 	}
 	c.session, c.assoc, c.local, c.remote, c.peerData = s, a, a.LocalAddr(), a.RemoteAddr(), s.PeerPrivateData
 	return c, nil
-}
-
-// classify wraps a transport's set-up error in the package's own.
-func classify(u string, err error) error {
-	var re *ddp.RejectedError
-	switch {
-	case errors.As(err, &re):
-		return fmt.Errorf("%w: %s: %w", ErrRejected, u, err)
-	case errors.Is(err, sctpddp.ErrUnreachable):
-		return fmt.Errorf("%w: %s: %w", ErrUnreachable, u, err)
-	case errors.Is(err, sctpddp.ErrNoPeerAuthentication), errors.Is(err, sctpddp.ErrTwoAuthentications), errors.Is(err, sctpddp.ErrNoCertificate):
-		return fmt.Errorf("iwarp: %s: %w", u, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrHandshake, u, err)
 }
 
 // DialFirst dials each of urls in turn, each attempt bounded by
@@ -312,7 +320,7 @@ func classify(u string, err error) error {
 // the queue pair cannot start again.
 func DialFirst(ctx context.Context, urls []string, qp *rdmap.QueuePair, cfg *Config) (*Conn, error) {
 	if len(urls) == 0 {
-		return nil, errors.New("iwarp: DialFirst with no address")
+		return nil, tag(nil, "iwarp: DialFirst with no address", ErrBadAddress)
 	}
 	var errs []error
 	for _, u := range urls {

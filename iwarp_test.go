@@ -103,7 +103,7 @@ func TestDialListen(t *testing.T) {
 				if string(r.PrivateData()) != "hello" {
 					t.Errorf("request private data %q", r.PrivateData())
 				}
-				c, err := r.Accept(srv.qp, region.Remote().Append(nil))
+				c, err := r.Accept(ctxT(t), srv.qp, region.Remote().Append(nil))
 				if err != nil {
 					t.Error(err)
 				}
@@ -149,7 +149,7 @@ func TestDialListen(t *testing.T) {
 			}
 			// The client closes: the server's stream ends as a
 			// disconnect.
-			if err := c.Close(ctxT(t)); err != nil {
+			if err := c.Shutdown(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -160,7 +160,7 @@ func TestDialListen(t *testing.T) {
 			if !errors.Is(sc.Err(), rdmap.ErrDisconnected) {
 				t.Fatalf("the server's stream ended with %v", sc.Err())
 			}
-			sc.Close(ctxT(t))
+			sc.Close()
 			if g := settle(goroutines); g > goroutines {
 				buf := make([]byte, 1<<20)
 				t.Fatalf("%d goroutines, %d before:\n%s", g, goroutines, buf[:runtime.Stack(buf, true)])
@@ -257,7 +257,7 @@ func TestDialFirst(t *testing.T) {
 	srv := newSide(t)
 	go func() {
 		if r, err := l.Accept(ctxT(t)); err == nil {
-			r.Accept(srv.qp, nil)
+			r.Accept(ctxT(t), srv.qp, nil)
 		}
 	}()
 	udp, _ := net.ListenPacket("udp", "127.0.0.1:0")
@@ -269,7 +269,7 @@ func TestDialFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctxT(t))
+	defer c.Close()
 	if c.Transport() != "tcp" || c.URL() != l.URL() {
 		t.Fatalf("fell back to %s (%s)", c.URL(), c.Transport())
 	}

@@ -65,19 +65,48 @@ func (r *Request) PeerReadLimits() (ird, ord int, ok bool) {
 	return int(r.enhanced.IRD), int(r.enhanced.ORD), true
 }
 
-var errDecided = errors.New("iwarp: the request was already accepted or rejected")
+// ErrDecided: Accept or Reject of a request already accepted, rejected,
+// or refused when its time ran out or its Listener closed.
+var ErrDecided = errors.New("iwarp: the request was already accepted, rejected or refused")
 
-// Accept starts qp on the connection, sending privateData with the
-// reply, and returns once the stream runs.
-func (r *Request) Accept(qp *rdmap.QueuePair, privateData []byte) (*Conn, error) {
-	err := errDecided
+// Accept starts qp on the connection, sending privateData (at most
+// MaxPrivateData octets, often an rdmap.RemoteBuffer: see the package
+// documentation) with the reply, and returns once the stream runs. If ctx
+// ends first, qp is closed and Accept returns ctx's error; if ctx is done
+// already, the request is refused as when its time runs out.
+func (r *Request) Accept(ctx context.Context, qp *rdmap.QueuePair, privateData []byte) (*Conn, error) {
+	if err := checkPrivateData(privateData); err != nil {
+		return nil, err
+	}
+	if err := checkIdle(qp); err != nil {
+		return nil, err
+	}
+	err := ErrDecided
 	var c *Conn
 	r.once.Do(func() {
-		c, err = r.accept(qp, privateData)
-		if err == nil {
-			r.l.cfg.event(Event{Type: Established, URL: r.l.url, Conn: c})
-			c.watch()
+		if err = ctx.Err(); err != nil {
+			r.refuse()
+			return
 		}
+		// A set-up that waits on the peer (RFC 6581's RTR) ends when
+		// its queue pair closes.
+		closed := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { qp.Close(ctx); close(closed) })
+		c, err = r.accept(qp, privateData)
+		if !stop() {
+			<-closed
+			if err == nil {
+				c.Close()
+			}
+			c, err = nil, tag(err, fmt.Sprintf("iwarp: accepting %v: %v", r.remote, ctx.Err()), ctx.Err())
+			return
+		}
+		if err != nil {
+			err = tag(err, fmt.Sprintf("iwarp: accepting %v: %v", r.remote, err), ErrHandshake)
+			return
+		}
+		r.l.cfg.event(Event{Type: Established, URL: r.l.url, Conn: c})
+		c.watch()
 	})
 	return c, err
 }
@@ -85,13 +114,15 @@ func (r *Request) Accept(qp *rdmap.QueuePair, privateData []byte) (*Conn, error)
 // Reject refuses the connection with privateData (MPA's Reply with the R
 // bit, DDP over SCTP's Reject).
 func (r *Request) Reject(privateData []byte) error {
-	err := errDecided
+	err := ErrDecided
 	r.once.Do(func() { err = r.reject(privateData) })
 	return err
 }
 
 // Listen listens at url (tcp://host:port, sctp://host:port; port 0 picks
-// one) until Close.
+// one) until Close. Its failures wrap ErrBadAddress, ErrConfig (over
+// sctp://, Config.SCTP must say how the peers authenticate), or are the
+// operating system's (an address in use: syscall.EADDRINUSE).
 func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -100,14 +131,23 @@ func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	l := &Listener{requests: make(chan *Request), done: make(chan struct{}), cfg: cfg}
 	if scheme == "tcp" {
 		err = l.listenTCP(ctx, addr)
 	} else {
 		err = l.listenSCTP(ctx, addr)
 	}
-	if err != nil {
+	if errors.Is(err, ErrConfig) {
 		return nil, err
+	}
+	if errors.Is(err, sctpddp.ErrConfig) {
+		return nil, tag(err, fmt.Sprintf("iwarp: %s: %v", url, err), ErrConfig)
+	}
+	if err != nil {
+		return nil, tag(err, fmt.Sprintf("iwarp: cannot listen on %s: %v", url, err))
 	}
 	l.url = scheme + "://" + l.addr.String()
 	return l, nil
@@ -131,7 +171,7 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-l.done:
-		return nil, net.ErrClosed
+		return nil, tag(nil, "iwarp: the Listener is closed", ErrClosed)
 	}
 }
 
@@ -222,7 +262,7 @@ func (l *Listener) listenTCP(ctx context.Context, addr string) error {
 
 func (l *Listener) listenSCTP(ctx context.Context, addr string) error {
 	if l.cfg.SCTP == nil {
-		return fmt.Errorf("iwarp: sctp://%s: %w", addr, sctpddp.ErrNoPeerAuthentication)
+		return tag(sctpddp.ErrNoPeerAuthentication, fmt.Sprintf("iwarp: sctp://%s: Config.SCTP is nil: %v", addr, sctpddp.ErrNoPeerAuthentication), ErrConfig)
 	}
 	sl, err := sctpddp.Listen(ctx, "udp", addr, l.cfg.SCTP)
 	if err != nil {
@@ -294,7 +334,7 @@ func (l *Listener) serveAssociation(ctx context.Context, a *sctpddp.Association)
 			deadline: sr.Deadline()}
 		r.accept = func(qp *rdmap.QueuePair, pd []byte) (*Conn, error) {
 			if !ref.hold() {
-				return nil, fmt.Errorf("iwarp: accept: %w", sctpddp.ErrClosed)
+				return nil, tag(sctpddp.ErrClosed, "iwarp: accept: the association has ended", sctpddp.ErrClosed)
 			}
 			scfg := l.cfg.Session
 			scfg.PrivateData = pd

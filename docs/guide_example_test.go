@@ -56,14 +56,14 @@ func connect(ctx context.Context, url string, cfg *iwarp.Config, alice, bob *nod
 		if err == nil {
 			// Accept starts Bob's queue pair and answers with 16 octets:
 			// the region's STag, Tagged Offset and length.
-			bob.conn, err = req.Accept(bob.qp, region.Remote().Append(nil))
+			bob.conn, err = req.Accept(ctx, bob.qp, region.Remote().Append(nil))
 		}
 		accepted <- err
 	}()
 
 	alice.conn, err = iwarp.Dial(ctx, l.URL(), alice.qp, cfg)
 	if err != nil {
-		log.Fatal(err) // errors.Is: iwarp.ErrUnreachable, ErrRejected, ErrHandshake
+		log.Fatal(err) // errors.Is: iwarp.ErrUnreachable, ErrRejected, ErrHandshake, ...
 	}
 	if err := <-accepted; err != nil {
 		log.Fatal(err)
@@ -201,11 +201,12 @@ func operations(ctx context.Context, alice, bob *node, remote rdmap.RemoteBuffer
 	got, _ := bob.rcq.Wait(ctx)
 	fmt.Printf("%v %d %d %q\n", got.Op, got.WRID, got.ByteLen, rbuf.Bytes()[:got.ByteLen])
 
-	// Closing: Close drains the send queue, flushes what is left and
-	// releases the transport (socket, association, goroutines).
+	// Closing: Shutdown lets the send queue drain (until ctx ends), Close
+	// does not wait; both flush what is left and release the transport
+	// (socket, association, goroutines).
 	bob.qp.PostRecv(rdmap.RecvWR{ID: 8, SGL: []rdmap.SGE{{MR: rbuf, Length: 256}}})
-	alice.conn.Close(ctx)
-	bob.conn.Close(ctx)
+	alice.conn.Shutdown(ctx)
+	bob.conn.Close()
 	flushed, _ := bob.rcq.Wait(ctx)
 	fmt.Println(flushed.Op, flushed.Status) // the unused receive buffer
 }
@@ -220,8 +221,8 @@ func Example_guideErrors() {
 	alice, bob := newNode(), newNode()
 	region, _ := bob.pd.RegisterMemory(make([]byte, 64), 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
 	remote := connect(ctx, "tcp://127.0.0.1:0", nil, alice, bob, region)
-	defer alice.conn.Close(ctx)
-	defer bob.conn.Close(ctx)
+	defer alice.conn.Close()
+	defer bob.conn.Close()
 
 	src, _ := alice.pd.RegisterMemory([]byte("x"), 0, 0)
 	sink, _ := alice.pd.RegisterMemory(make([]byte, 1), 0, rdmap.LocalWrite)

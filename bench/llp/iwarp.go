@@ -253,7 +253,7 @@ func (l *iwarpListener) Accept(ctx context.Context) (Receiver, error) {
 		req.Reject(nil)
 		return nil, err
 	}
-	if e.conn, err = req.Accept(e.qp, e.ring.Remote().Append(nil)); err != nil {
+	if e.conn, err = req.Accept(ctx, e.qp, e.ring.Remote().Append(nil)); err != nil {
 		return nil, err
 	}
 	return &iwarpReceiver{e: e}, nil
@@ -335,7 +335,7 @@ func dialIwarp(ctx context.Context, url string, cfg *iwarp.Config) (Sender, erro
 	}
 	remote, _, err := rdmap.ParseRemoteBuffer(e.conn.PeerPrivateData())
 	if err != nil || remote.Len < ringBytes {
-		e.conn.Close(ctx)
+		e.conn.Close()
 		return nil, fmt.Errorf("llp: the peer's ring %v: %v", remote, err)
 	}
 	s := &iwarpSender{e: e, remote: remote}
@@ -411,5 +411,5 @@ const closeTimeout = 5 * time.Second
 func (e *iwarpEnd) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	return e.conn.Close(ctx)
+	return e.conn.Shutdown(ctx)
 }

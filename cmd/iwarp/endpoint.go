@@ -59,6 +59,7 @@ type linkFlags struct {
 	keyFile     string
 	pcap        string
 	keylog      string
+	deadPeer    time.Duration
 	// mpa, when set, is the whole MPA configuration (a command with MPA
 	// flags of its own: rping); its PrivateData goes with the set-up
 	// over either transport.
@@ -88,6 +89,7 @@ func (f *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.certFile, "cert", "", "sctp:// listener: PEM certificate file (default: a fresh self-signed one)")
 	fs.StringVar(&f.keyFile, "key", "", "sctp:// listener: PEM private key file for --cert")
 	fs.StringVar(&f.pcap, "pcap", "", "record the session(s) as a pcap capture in `FILE`")
+	fs.DurationVar(&f.deadPeer, "dead-peer", 0, "sctp://: end a connection after this long without a word from the peer (0: 30s, the library's default)")
 	fs.StringVar(&f.keylog, "keylog", "", "sctp://: append the DTLS keys to `FILE` (NSS key log) for Wireshark to decrypt a capture")
 }
 
@@ -114,6 +116,12 @@ func (f *linkFlags) check(ep endpoint, listening bool) error {
 	}
 	if ep.scheme == "tcp" && f.keylog != "" {
 		return usagef("--keylog applies to sctp:// endpoints only")
+	}
+	if ep.scheme == "tcp" && f.deadPeer != 0 {
+		return usagef("--dead-peer applies to sctp:// endpoints only (over tcp:// the kernel's TCP timers decide)")
+	}
+	if f.deadPeer < 0 {
+		return usagef("--dead-peer must not be negative")
 	}
 	if ep.scheme == "sctp" && (f.markers || f.noCRC) {
 		return usagef("--markers and --no-crc apply to tcp:// endpoints only")
@@ -159,6 +167,10 @@ type conn struct {
 	// after runs once the connection is closed: it ends the recording of
 	// a TCP connection.
 	after func()
+	// ended is closed when the stream has stopped, at endedAt (nil for
+	// a connection a test made).
+	ended   chan struct{}
+	endedAt time.Time
 }
 
 // mpa returns the MPA connection of a tcp:// conn, nil otherwise.
@@ -174,13 +186,57 @@ func (c *conn) mpa() *mpa.Conn {
 // client's SCTP association.
 func (c *conn) close(ctx context.Context) {
 	if c.c != nil {
-		c.c.Close(ctx)
+		c.c.Shutdown(ctx)
 	} else {
 		c.qp.Close(ctx)
 	}
 	if c.after != nil {
 		c.after()
 	}
+}
+
+// peerDeadTime is how the commands print the time a peer was found dead.
+const peerDeadTime = "15:04:05.000"
+
+// watchEnd notes when the connection's stream stops.
+func (c *conn) watchEnd() {
+	c.ended = make(chan struct{})
+	go func() {
+		<-c.c.Done()
+		c.endedAt = time.Now()
+		close(c.ended)
+	}()
+}
+
+// peerDead says whether the connection's stream ended because its peer
+// went silent (iwarp.ErrPeerDead), when, and the error that says so.
+func (c *conn) peerDead() (time.Time, error, bool) {
+	if c.c == nil || c.ended == nil {
+		return time.Time{}, nil, false
+	}
+	// An operation that failed as the stream stopped may be told
+	// before the stream's end is: give it a moment.
+	select {
+	case <-c.ended:
+	case <-time.After(100 * time.Millisecond):
+		return time.Time{}, nil, false
+	}
+	if err := c.c.Err(); errors.Is(err, iwarp.ErrPeerDead) {
+		return c.endedAt, err, true
+	}
+	return time.Time{}, nil, false
+}
+
+// explain replaces err, an operation's failure on the connection, by
+// "peer dead at TIME: ..." when the stream ended for that reason.
+func (c *conn) explain(err error) error {
+	if err == nil || c == nil {
+		return err
+	}
+	if at, perr, ok := c.peerDead(); ok {
+		return fmt.Errorf("peer dead at %s: %v", at.Format(peerDeadTime), perr)
+	}
+	return err
 }
 
 // infoOf describes an established connection.
@@ -209,8 +265,8 @@ func sctpMTU(addr string) uint32 {
 
 // sctpConfig builds the DTLS/SCTP configuration. It returns whether the
 // peer is authenticated and the listener's certificate fingerprint.
-func (f *linkFlags) sctpConfig(addr string, rec *recorder) (*sctpddp.Config, bool, string, error) {
-	cfg := &sctpddp.Config{MTU: sctpMTU(addr)}
+func (f *linkFlags) sctpConfig(addr string, listening bool, rec *recorder) (*sctpddp.Config, bool, string, error) {
+	cfg := &sctpddp.Config{MTU: sctpMTU(addr), DeadPeerTimeout: f.deadPeer}
 	if rec != nil {
 		cfg.Trace = rec.sctpTrace
 	}
@@ -246,8 +302,14 @@ func (f *linkFlags) sctpConfig(addr string, rec *recorder) (*sctpddp.Config, boo
 		cfg.PeerFingerprints = []sctpddp.Fingerprint{pin}
 		return cfg, true, fp.String(), nil
 	}
-	// The listener accepts any client (clients check the listener);
-	// a client without --fingerprint or --psk connects unauthenticated.
+	if listening {
+		// The listener authenticates itself only: clients pin its
+		// fingerprint, and it accepts any client.
+		cfg.AcceptAnyClient = true
+		return cfg, false, fp.String(), nil
+	}
+	// A client without --fingerprint or --psk does not verify the
+	// listener: it says so (dial's warning).
 	cfg.InsecureSkipPeerVerification = true
 	return cfg, false, fp.String(), nil
 }
@@ -262,8 +324,13 @@ type pending struct {
 
 // accept starts qp on the connection, answering with the listener's
 // private data.
-func (p *pending) accept(qp *rdmap.QueuePair) (*conn, error) {
-	c, err := p.req.Accept(qp, p.l.privateData)
+func (p *pending) accept(ctx context.Context, qp *rdmap.QueuePair) (*conn, error) {
+	return p.acceptWith(ctx, qp, p.l.privateData)
+}
+
+// acceptWith starts qp on the connection, answering with privateData.
+func (p *pending) acceptWith(ctx context.Context, qp *rdmap.QueuePair, privateData []byte) (*conn, error) {
+	c, err := p.req.Accept(ctx, qp, privateData)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +339,9 @@ func (p *pending) accept(qp *rdmap.QueuePair) (*conn, error) {
 	if p.local != nil {
 		info.Local = p.local.String()
 	}
-	return &conn{info: info, qp: qp, c: c}, nil
+	out := &conn{info: info, qp: qp, c: c}
+	out.watchEnd()
+	return out, nil
 }
 
 func (p *pending) reject() { p.req.Reject(nil) }
@@ -364,12 +433,12 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 			}
 		}
 	} else {
-		scfg, auth, fp, err := f.sctpConfig(ep.addr, rec)
+		scfg, auth, fp, err := f.sctpConfig(ep.addr, true, rec)
 		if err != nil {
 			return nil, err
 		}
 		if !auth {
-			fmt.Fprintln(stderr, "iwarp: warning: clients are not authenticated (give --psk to both ends to authenticate them)")
+			fmt.Fprintln(stderr, "iwarp: note: clients are not authenticated: they pin this listener's fingerprint, and any client is accepted (give --psk to both ends to authenticate both)")
 		}
 		if f.refused != nil {
 			scfg.Refused = f.refused
@@ -431,7 +500,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 			cfg.MPA.Trace = tr.write
 		}
 	} else {
-		scfg, ok, _, err := f.sctpConfig(ep.addr, rec)
+		scfg, ok, _, err := f.sctpConfig(ep.addr, false, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -451,6 +520,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 		return nil, describeDialErr(ep, err)
 	}
 	out := &conn{info: infoOf(c, auth), qp: qp, c: c}
+	out.watchEnd()
 	if tr != nil {
 		tr.bind(c.LocalAddr(), c.RemoteAddr())
 		out.after = tr.close

@@ -735,7 +735,7 @@ func newTarget(t *testing.T, cmd, scheme string) *target {
 	tg := &target{cmd: cmd, scheme: scheme}
 	switch cmd {
 	case "serve":
-		tg.c = startChild(t, "serve", append([]string{"serve", "--json", "--listen", listen}, sctpArgs...)...)
+		tg.c = startChild(t, "serve", append([]string{"serve", "--json", "--advertise-send", "--listen", listen}, sctpArgs...)...)
 		tg.start = func(ctx context.Context, l link) (*hsess, error) {
 			s := &hsess{link: l}
 			_, op, _, body, err := s.next(ctx)
@@ -849,7 +849,7 @@ func goodRping(ctx context.Context, tg *target) (int, error) {
 		}
 		closeConn = func() {
 			cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
-			conn.Close(cctx)
+			conn.Shutdown(cctx)
 			ccancel()
 		}
 	}

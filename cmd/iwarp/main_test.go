@@ -74,7 +74,7 @@ type server struct {
 
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(iwarpBin, append([]string{"serve", "--json"}, args...)...)
+	cmd := exec.Command(iwarpBin, append([]string{"serve", "--json", "--advertise-send"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/iwarpgo/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -32,11 +33,13 @@ func perfClient(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Clien
 func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.ClientConfig, rec *recorder, stdout, stderr io.Writer) error {
 	prog := newProgress(stdout)
 	cfg.Progress = prog.update
+	var last atomic.Pointer[conn] // the data connection, to explain how it ended
 	cfg.Connect = func(ctx context.Context, qp *rdmap.QueuePair) (*perf.Link, error) {
 		c, err := dial(ctx, ep, &o.link, rec, qp, stderr)
 		if err != nil {
 			return nil, err
 		}
+		last.Store(c)
 		return &perf.Link{Transport: ep.scheme, Info: c.info.String(), CRC: c.info.CRC != nil && *c.info.CRC, Close: c.close}, nil
 	}
 	host, _, _ := net.SplitHostPort(ep.addr)
@@ -46,7 +49,7 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Cl
 			return perf.DialRawTCP(ctx, addr)
 		}
 		// The iWARP association's configuration: the same tuning.
-		scfg, _, _, err := o.link.sctpConfig(ep.addr, nil)
+		scfg, _, _, err := o.link.sctpConfig(ep.addr, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +81,7 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Cl
 		st, err := cl.Run(ctx, size)
 		prog.end()
 		if err != nil {
-			return err
+			return last.Load().explain(err)
 		}
 		res.Results = append(res.Results, st)
 		if !o.json {

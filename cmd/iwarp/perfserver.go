@@ -53,13 +53,15 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var c *conn
 			err := srv.Handle(ctx, p.peer, func(qp *rdmap.QueuePair) (func(context.Context), error) {
-				c, err := p.accept(qp)
-				if err != nil {
+				var err error
+				if c, err = p.accept(ctx, qp); err != nil {
 					return nil, err
 				}
 				return c.close, nil
 			}, p.reject)
+			err = c.explain(err)
 			var refusal *perf.RefusedError
 			switch {
 			case errors.As(err, &refusal):

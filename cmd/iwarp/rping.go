@@ -393,7 +393,7 @@ func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stde
 	if o.debug {
 		fmt.Fprintln(stdout, "connected:", describeConn(cn.info, cn.mpa(), e.QP))
 	}
-	err = c.Run(ctx)
+	err = cn.explain(c.Run(ctx))
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	cn.close(closeCtx)
 	cancel()
@@ -471,7 +471,7 @@ func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *pending, n int, o
 		p.reject()
 		return err
 	}
-	c, err := p.accept(e.QP)
+	c, err := p.accept(ctx, e.QP)
 	if err != nil {
 		e.QP.Close(ctx)
 		return err
@@ -479,7 +479,7 @@ func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *pending, n int, o
 	if o.debug {
 		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.info, c.mpa(), e.QP))
 	}
-	err = s.Run(ctx)
+	err = c.explain(s.Run(ctx))
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	c.close(closeCtx)
 	cancel()

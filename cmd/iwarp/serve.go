@@ -35,11 +35,15 @@ const serveUsage = `usage: iwarp serve --listen URL [flags]
 A responder for labs and tests. For each connection it registers a memory
 region of --mr-size bytes with remote read and write rights, filled with
 byte(i % 251), posts --recv-depth receive buffers of --recv-size bytes
-(reposting each as it completes), and as soon as the stream runs sends one
-Send whose 16-byte payload advertises the region, big-endian (Go programs
-read it with rdmap.ParseRemoteBuffer):
+(reposting each as it completes), and advertises the region in the
+private data of its Accept (MPA's Reply, DDP over SCTP's Accept), as
+rdma_cm programs do: 16 octets, big-endian (Go programs read it from
+iwarp.Conn.PeerPrivateData with rdmap.ParseRemoteBuffer):
 
 	STag (u32) | TO (u64) | length (u32)
+
+With --advertise-send it also Sends the same 16 octets as the stream's
+first message, for a client that posts a receive to take them.
 
 It serves many connections at once and stops cleanly on SIGINT or SIGTERM.
 What a peer can make it hold is bounded: --max-conns connections in all,
@@ -56,7 +60,10 @@ refusals are reported at once and 10 a second after that; an
 reported and when serve stops.
 For sctp:// it uses a self-signed certificate (or --cert/--key) and prints
 its fingerprint for clients to pin; with --psk both ends share a key
-instead. Without --psk clients are not authenticated (it says so).
+instead. Without --psk serve authenticates itself only: clients pin its
+fingerprint (--fingerprint), and serve accepts any client (it says so).
+A connection whose peer vanishes ends after the dead-peer time (sctp://:
+30 s of silence) and is reported as "peer_dead", with the time.
 
 --pcap FILE records every connection as a capture Wireshark opens: for
 tcp:// the real MPA byte streams (each connection then passes through a
@@ -90,6 +97,8 @@ With --json, stdout has one JSON object per line, its kind in "event";
 	{"event":"terminate","conn":1,"origin":"local"|"remote","layer":1,
 	 "etype":1,"ecode":0,"layer_name":"DDP",
 	 "name":"Tagged Buffer Error / Invalid Steering Tag","detail":".."}
+	{"event":"peer_dead","conn":1,"at":"2006-01-02T15:04:05.000Z","error":".."}
+	    (the stream ended because nothing came from the peer)
 	{"event":"closed","conn":1,"mr_sha256":".."}   (the region's final contents)
 	{"event":"observed","demo":"127.0.0.1:8080","tab":3}   (with --observe)
 	{"event":"refused","peer":"127.0.0.1:50001","reason":".."}
@@ -110,6 +119,7 @@ type serveOptions struct {
 	recvDepth int
 	recvSize  int
 	json      bool
+	advSend   bool
 	observe   string
 	link      linkFlags
 	demo      *demo.Link // set when --observe joined a demo
@@ -138,6 +148,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.recvDepth, "recv-depth", 16, "receive buffers posted for each connection")
 	fs.IntVar(&o.recvSize, "recv-size", 65536, "bytes of each receive buffer")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout")
+	fs.BoolVar(&o.advSend, "advertise-send", false, "also Send the region's 16-octet descriptor as the stream's first message")
 	fs.StringVar(&o.observe, "observe", "", "stream every connection's placements to the `ADDR`ess of a running 'iwarp demo', where a page can watch them")
 	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once, in all")
 	fs.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 16, "connections served at once from one peer (an IPv4 address or an IPv6 /64)")
@@ -354,7 +365,7 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 			return err
 		}
 	}
-	c, err := p.accept(qp)
+	c, err := p.acceptWith(ctx, qp, adv.Bytes())
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		qp.Close(closeCtx)
@@ -370,8 +381,10 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 		Length int    `json:"length"`
 	}{"connected", id, c.info, mr.STag(), serveTO, o.mrSize}
 	log.emit(ev, fmt.Sprintf("conn %d: connected: %v; region STag %#08x TO %#x length %d", id, c.info, mr.STag(), uint64(serveTO), o.mrSize))
-	if err := qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 16}}}); err != nil {
-		log.emit(map[string]any{"event": "error", "conn": id, "error": err.Error()}, fmt.Sprintf("conn %d: advertising the region: %v", id, err))
+	if o.advSend {
+		if err := qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 16}}}); err != nil {
+			log.emit(map[string]any{"event": "error", "conn": id, "error": err.Error()}, fmt.Sprintf("conn %d: advertising the region: %v", id, err))
+		}
 	}
 
 	handle := func(cp rdmap.Completion) {
@@ -438,6 +451,10 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	}
 	select {
 	case <-qp.Terminated():
+		if at, err, ok := c.peerDead(); ok {
+			log.emit(map[string]any{"event": "peer_dead", "conn": id, "at": at.UTC().Format(time.RFC3339Nano), "error": err.Error()},
+				fmt.Sprintf("conn %d: peer dead at %s: %v", id, at.Format(peerDeadTime), err))
+		}
 	case <-ctx.Done():
 	case <-idle:
 		log.emit(map[string]any{"event": "idle", "conn": id}, fmt.Sprintf("conn %d: closing: nothing moved for %v", id, o.idleTimeout))

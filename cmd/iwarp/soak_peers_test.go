@@ -69,7 +69,7 @@ func (g goodPeer) once() (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		closeConn = func(ctx context.Context) { c.Close(ctx) }
+		closeConn = func(ctx context.Context) { c.Shutdown(ctx) }
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -418,7 +418,7 @@ func (p *proc) stop() {
 // startSoakServe starts "iwarp serve --json" on url with its defaults.
 func startSoakServe(t *testing.T, url string, args ...string) (*proc, string) {
 	t.Helper()
-	p := startProc(t, "serve", append([]string{"serve", "--json", "--listen", url}, args...)...)
+	p := startProc(t, "serve", append([]string{"serve", "--json", "--advertise-send", "--listen", url}, args...)...)
 	i, ev := p.waitEvent(0, 15*time.Second, func(m map[string]any) bool { return m["event"] == "listening" })
 	if i < 0 {
 		t.Fatalf("serve printed no listening event:\n%s", p.stderrTail())

@@ -95,7 +95,8 @@ func run(mulpdu, reorder int) error {
 	defer bob.Close(ctx)
 
 	// Bob registers memory the peer may write and read, and a receive
-	// buffer; he would advertise the STag in a Send of his own.
+	// buffer. Connected by package iwarp, he would advertise the region
+	// in the private data of his Accept (examples/server).
 	mem, _ := bpd.RegisterMemory(make([]byte, 256), 0x1000, rdmap.RemoteWrite|rdmap.RemoteRead)
 	rbuf, _ := bpd.RegisterMemory(make([]byte, 128), 0, rdmap.LocalWrite)
 	bob.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: rbuf, Length: 128}}})

@@ -47,10 +47,10 @@ func main() {
 		req, err := l.Accept(ctx)
 		check(err)
 		sqp, _ := newQP()
-		conn, err := req.Accept(sqp, region.Remote().Append(nil))
+		conn, err := req.Accept(ctx, sqp, region.Remote().Append(nil))
 		check(err)
+		defer conn.Close()
 		<-conn.Done() // until the client disconnects
-		conn.Close(ctx)
 	}()
 
 	// The client: Write 1 MiB into the advertised region, Read it back.
@@ -77,7 +77,7 @@ func main() {
 		}
 	}
 	fmt.Printf("%s: wrote and read back 1 MiB, equal: %v\n", conn.Transport(), bytes.Equal(data, back))
-	check(conn.Close(ctx))
+	check(conn.Shutdown(ctx))
 }
 
 func check(err error) {
