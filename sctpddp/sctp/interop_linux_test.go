@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/linuxguest"
+	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
 // The test in this file associates this package with the Linux kernel's
@@ -115,15 +117,22 @@ func kernelModules(t *testing.T, abi string) string {
 	return dir
 }
 
-// TestInteropLinux has the Linux kernel's SCTP in the guest, as client,
-// associate with this package over UDP encapsulation, each side
+// TestInteropLinux associates this package with the Linux kernel's SCTP
+// in the guest over UDP encapsulation, in both roles, each side
 // requiring the other's Adaptation Layer Indication (the guest's peer
-// sets DDP's with SCTP_ADAPTATION_LAYER): 100 messages of up to 4 KiB
-// on 4 streams, every third unordered, echoed by the kernel's peer; a
-// DDP Stream Session on each of 2 more streams (Initiate, Accept, 10
-// DDP Segment Chunks each way, Terminate each way); a SHUTDOWN. tshark
-// dissects the capture. The guest runs under TCG and drops packets at
-// times (its receive window reaches 0): retransmissions are expected.
+// sets DDP's with SCTP_ADAPTATION_LAYER): 100 messages of up to 4 KiB on
+// 4 streams, every third unordered, echoed by the kernel's peer; a DDP
+// Stream Session on each of 2 more streams (Initiate, Accept, 10 DDP
+// Segment Chunks each way, Terminate each way); a SHUTDOWN. tshark
+// dissects each run. The guest runs under TCG and drops packets at times
+// (its receive window reaches 0): retransmissions are expected.
+//
+// The guest is behind QEMU's user network, which forwards no UDP port
+// to it; but the UDP socket that network opens on the host for the
+// guest's port 9899, once the guest has sent from that port, carries
+// datagrams to it from any host address. So for the kernel as server, a
+// kernel client first sends an INIT to a host socket that only learns
+// that socket's port; this package's client then sends there.
 func TestInteropLinux(t *testing.T) {
 	bin := buildPeer(t, false)
 	g := linuxguest.ForTest(t, linuxguest.Options{})
@@ -143,15 +152,81 @@ func TestInteropLinux(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(g.SharedDir(), "sctp_peer"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	peer, err := g.Start(fmt.Sprintf("%s/sctp_peer -c %s:%d -p %d -a 1", linuxguest.GuestShare, linuxguest.HostFromGuest, interopOurPort, interopPeerPort))
+	peerCmd := linuxguest.GuestShare + "/sctp_peer -a 1 -p " + strconv.Itoa(interopPeerPort)
+
+	t.Run("kernel client", func(t *testing.T) {
+		peer, err := g.Start(fmt.Sprintf("%s -c %s:%d", peerCmd, linuxguest.HostFromGuest, interopOurPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Kill()
+		capture := newCaptureConn(&answeringConn{UDPConn: sock})
+		a, err := Server(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Server: %v\nthe guest's peer: %s", err, peer.Output())
+		}
+		linuxRun(t, a, peer, capture, uint16(ourUDP), true)
+	})
+
+	t.Run("kernel server", func(t *testing.T) {
+		peer, err := g.Start(peerCmd + " -s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Kill()
+		nat := guestNATPort(t, g)
+		conn := dialPeerUDP(t, nat)
+		for !strings.Contains(peer.Output(), "listening\n") {
+			select {
+			case <-peer.Done():
+				t.Fatalf("the guest's peer: %s", peer.Output())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		capture := newCaptureConn(conn)
+		a, err := Client(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, PeerPort: interopPeerPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Client: %v\nthe guest's peer: %s", err, peer.Output())
+		}
+		linuxRun(t, a, peer, capture, uint16(nat), false)
+	})
+}
+
+// guestNATPort returns the host UDP port at which QEMU's user network
+// carries datagrams to the guest's port 9899: a kernel client in the
+// guest sends its INIT to a host socket here, which reads it and says
+// where it came from.
+func guestNATPort(t *testing.T, g *linuxguest.Guest) int {
+	t.Helper()
+	s, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	capture := newCaptureConn(&answeringConn{UDPConn: sock})
-	a, err := Server(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second})
+	defer s.Close()
+	port := s.LocalAddr().(*net.UDPAddr).Port
+	const primePort = interopPeerPort + 1
+	p, err := g.Start(fmt.Sprintf("%s/sctp_peer -a 1 -p %d -r %d -c %s:%d", linuxguest.GuestShare, primePort, port, linuxguest.HostFromGuest, interopOurPort))
 	if err != nil {
-		t.Fatalf("Server: %v\nthe guest's peer: %s", err, peer.Output())
+		t.Fatal(err)
 	}
+	defer p.Kill()
+	s.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := s.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no INIT from the guest: %v\n%s", err, p.Output())
+		}
+		if h := chunk.Header(buf[:n]); h.IsValid() && h.SourcePort() == primePort {
+			return int(from.Port())
+		}
+	}
+}
+
+// linuxRun carries the traffic of TestInteropLinux on a, then shuts it
+// down and checks the guest's peer's account and tshark's dissection.
+func linuxRun(t *testing.T, a *Association, peer *linuxguest.Proc, capture *captureConn, port uint16, kernelClient bool) {
+	t.Helper()
 	if ad := a.Established().PeerAdaptation; !ad.DDP() {
 		t.Errorf("the kernel's Adaptation Layer Indication %+v", ad)
 	}
@@ -170,7 +245,7 @@ func TestInteropLinux(t *testing.T) {
 	if !strings.Contains(out, "adaptation 1\n") || !strings.Contains(out, want+"\n") {
 		t.Errorf("the guest's peer printed %q; want \"adaptation 1\" and %q", out, want)
 	}
-	r := dissect(t, capture.writePcap(t, t.TempDir()), uint16(ourUDP))
+	r := dissect(t, capture.writePcap(t, t.TempDir()), port)
 	checkDissection(t, r, map[string]bool{"1": true, "2": true})
 	t.Logf("tshark: %d frames, chunks %v", r.frames, r.chunks)
 }
