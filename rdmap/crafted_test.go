@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -126,7 +127,10 @@ func newCrafted(t *testing.T) *crafted {
 	c.foreign, _ = s.dev.NewProtectionDomain().RegisterMemory(make([]byte, 100), 0, RemoteRead|RemoteWrite)
 	c.rbuf = s.reg(t, 64, LocalWrite)
 	s.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: c.rbuf, Length: 64}}})
-	t.Cleanup(func() { ea.Close() })
+	t.Cleanup(func() {
+		ea.Close()
+		s.qp.Close(context.Background())
+	})
 	return c
 }
 
@@ -206,42 +210,46 @@ func TestFigure9Rows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCrafted(t)
-			before := append([]byte(nil), c.src.Bytes()...)
-			seg := tc.seg(c)
-			c.peer.send(t, seg)
-			th := c.peer.checkTerminate(t, seg, tc.want)
-			hl := ddp.Control(seg[0]).HeaderLen()
-			if th.R != tc.rHdr || (tc.rHdr && !bytes.Equal(th.RDMAHeader, seg[hl:])) {
-				t.Fatalf("Terminated RDMA header R=%v % x", th.R, th.RDMAHeader)
-			}
-			if !bytes.Equal(before, c.src.Bytes()) || !bytes.Equal(c.rbuf.Bytes(), make([]byte, 64)) {
-				t.Fatal("memory changed")
-			}
-			if c.qp.State() != StateTerminating || !errors.Is(c.qp.Err(), tc.want) {
-				t.Fatalf("state %v err %v", c.qp.State(), c.qp.Err())
-			}
-			// The receive buffer is flushed (or, for the Send with
-			// Invalidate, reported in error).
-			if cq := wait(t, c.rcq); cq.Status == StatusSuccess {
-				t.Fatalf("receive completion %+v", cq)
-			}
-			// Nothing more is placed: a valid Write after the error.
-			c.peer.send(t, taggedSeg(0x40, c.src.STag(), 0x1000, []byte("zzz")))
-			time.Sleep(10 * time.Millisecond)
-			if !bytes.Equal(before, c.src.Bytes()) {
-				t.Fatal("placed after the Terminate")
-			}
-			if ev := c.Events(); len(ev) != 1 || ev[0].Type != EventStreamError {
-				t.Fatalf("events %+v", ev)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				c := newCrafted(t)
+				before := append([]byte(nil), c.src.Bytes()...)
+				seg := tc.seg(c)
+				c.peer.send(t, seg)
+				th := c.peer.checkTerminate(t, seg, tc.want)
+				hl := ddp.Control(seg[0]).HeaderLen()
+				if th.R != tc.rHdr || (tc.rHdr && !bytes.Equal(th.RDMAHeader, seg[hl:])) {
+					t.Fatalf("Terminated RDMA header R=%v % x", th.R, th.RDMAHeader)
+				}
+				if !bytes.Equal(before, c.src.Bytes()) || !bytes.Equal(c.rbuf.Bytes(), make([]byte, 64)) {
+					t.Fatal("memory changed")
+				}
+				if c.qp.State() != StateTerminating || !errors.Is(c.qp.Err(), tc.want) {
+					t.Fatalf("state %v err %v", c.qp.State(), c.qp.Err())
+				}
+				// The receive buffer is flushed (or, for the Send with
+				// Invalidate, reported in error).
+				if cq := wait(t, c.rcq); cq.Status == StatusSuccess {
+					t.Fatalf("receive completion %+v", cq)
+				}
+				// Nothing more is placed: a valid Write after the error.
+				c.peer.send(t, taggedSeg(0x40, c.src.STag(), 0x1000, []byte("zzz")))
+				synctest.Wait()
+				if !bytes.Equal(before, c.src.Bytes()) {
+					t.Fatal("placed after the Terminate")
+				}
+				if ev := c.Events(); len(ev) != 1 || ev[0].Type != EventStreamError {
+					t.Fatalf("events %+v", ev)
+				}
+			})
 		})
 	}
 }
 
 // A Terminate from the peer stops the stream with the peer's triple,
 // flushes, and sends nothing back.
-func TestReceivedTerminate(t *testing.T) {
+func TestReceivedTerminate(t *testing.T) { synctest.Test(t, testReceivedTerminate) }
+
+func testReceivedTerminate(t *testing.T) {
 	c := newCrafted(t)
 	sink := c.reg(t, 100, LocalWrite)
 	if err := c.qp.PostRead(ReadWR{ID: 7, Local: SGE{MR: sink, Length: 10}, RemoteSTag: 0x4242, RemoteTO: 0}); err != nil {
@@ -265,7 +273,7 @@ func TestReceivedTerminate(t *testing.T) {
 	if e := c.qp.Err(); !errors.Is(e, term.RDMAPInvalidSTag) || e.(*term.Error).Local() {
 		t.Fatalf("error %v", e)
 	}
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait()
 	c.peer.mu.Lock()
 	n := len(c.peer.segs)
 	c.peer.mu.Unlock()

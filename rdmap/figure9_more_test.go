@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/iwarpgo/iwarp/term"
 )
@@ -53,46 +53,48 @@ func TestFigure9TaggedFlagAndQueue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCrafted(t)
-			sink := c.reg(t, 16, LocalWrite)
-			sent := 0
-			if tc.read {
-				mustPost(t, c.qp.PostRead(ReadWR{ID: 5, Local: SGE{MR: sink, Length: 16}, RemoteSTag: 0x4242}))
-				sent = len(c.peer.segsFrom(t, 1))
-			}
-			before := append([]byte(nil), c.src.Bytes()...)
-			seg := tc.seg(c)
-			c.peer.send(t, seg)
-			th := c.peer.checkTerminate(t, seg, term.RDMAPUnexpectedOpcode)
-			if th.R {
-				t.Fatalf("a Remote Operation Error's Terminate with an RDMA Header: % x", th.RDMAHeader)
-			}
-			if !bytes.Equal(before, c.src.Bytes()) || !bytes.Equal(c.rbuf.Bytes(), make([]byte, 64)) || !bytes.Equal(sink.Bytes(), make([]byte, 16)) {
-				t.Fatal("memory changed")
-			}
-			if c.qp.State() != StateTerminating || !errors.Is(c.qp.Err(), term.RDMAPUnexpectedOpcode) {
-				t.Fatalf("state %v err %v", c.qp.State(), c.qp.Err())
-			}
-			if cq := wait(t, c.rcq); cq.Status != StatusWRFlushErr || cq.WRID != 1 {
-				t.Fatalf("receive completion %+v", cq)
-			}
-			if tc.read {
-				if cq := wait(t, c.scq); cq.WRID != 5 || cq.Status == StatusSuccess {
-					t.Fatalf("the Read completed %+v", cq)
+			synctest.Test(t, func(t *testing.T) {
+				c := newCrafted(t)
+				sink := c.reg(t, 16, LocalWrite)
+				sent := 0
+				if tc.read {
+					mustPost(t, c.qp.PostRead(ReadWR{ID: 5, Local: SGE{MR: sink, Length: 16}, RemoteSTag: 0x4242}))
+					sent = len(c.peer.segsFrom(t, 1))
 				}
-			}
-			// Nothing more is placed, and nothing follows the Terminate.
-			c.peer.send(t, taggedSeg(byte(MakeControl(OpWrite)), c.src.STag(), 0x1000, []byte("zzz")))
-			time.Sleep(10 * time.Millisecond)
-			if !bytes.Equal(before, c.src.Bytes()) {
-				t.Fatal("placed after the Terminate")
-			}
-			if n := len(c.peer.segsFrom(t, 0)); n != sent+1 {
-				t.Fatalf("the queue pair sent %d segments, want %d and the Terminate", n, sent)
-			}
-			if ev := c.Events(); len(ev) != 1 || ev[0].Type != EventStreamError {
-				t.Fatalf("events %+v", ev)
-			}
+				before := append([]byte(nil), c.src.Bytes()...)
+				seg := tc.seg(c)
+				c.peer.send(t, seg)
+				th := c.peer.checkTerminate(t, seg, term.RDMAPUnexpectedOpcode)
+				if th.R {
+					t.Fatalf("a Remote Operation Error's Terminate with an RDMA Header: % x", th.RDMAHeader)
+				}
+				if !bytes.Equal(before, c.src.Bytes()) || !bytes.Equal(c.rbuf.Bytes(), make([]byte, 64)) || !bytes.Equal(sink.Bytes(), make([]byte, 16)) {
+					t.Fatal("memory changed")
+				}
+				if c.qp.State() != StateTerminating || !errors.Is(c.qp.Err(), term.RDMAPUnexpectedOpcode) {
+					t.Fatalf("state %v err %v", c.qp.State(), c.qp.Err())
+				}
+				if cq := wait(t, c.rcq); cq.Status != StatusWRFlushErr || cq.WRID != 1 {
+					t.Fatalf("receive completion %+v", cq)
+				}
+				if tc.read {
+					if cq := wait(t, c.scq); cq.WRID != 5 || cq.Status == StatusSuccess {
+						t.Fatalf("the Read completed %+v", cq)
+					}
+				}
+				// Nothing more is placed, and nothing follows the Terminate.
+				c.peer.send(t, taggedSeg(byte(MakeControl(OpWrite)), c.src.STag(), 0x1000, []byte("zzz")))
+				synctest.Wait()
+				if !bytes.Equal(before, c.src.Bytes()) {
+					t.Fatal("placed after the Terminate")
+				}
+				if n := len(c.peer.segsFrom(t, 0)); n != sent+1 {
+					t.Fatalf("the queue pair sent %d segments, want %d and the Terminate", n, sent)
+				}
+				if ev := c.Events(); len(ev) != 1 || ev[0].Type != EventStreamError {
+					t.Fatalf("events %+v", ev)
+				}
+			})
 		})
 	}
 }
