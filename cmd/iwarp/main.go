@@ -6,6 +6,7 @@
 //	iwarp serve   a responder: registers memory, answers RDMA operations
 //	iwarp perf    bandwidth and latency of RDMA Write, Read and Send
 //	iwarp dump    decode a pcap or pcapng capture of MPA/TCP or DDP/SCTP
+//	iwarp replay  the browser demo with a capture loaded, its segments landing in memory
 //	iwarp rping   rdma-core's rping, client or server (interoperates with Linux)
 //
 // Endpoints are URLs: tcp://host:port (MPA over TCP) or sctp://host:port

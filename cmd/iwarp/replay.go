@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"syscall"
+
+	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/internal/replay"
+	"github.com/iwarpgo/iwarp/web"
+)
+
+func init() {
+	register("replay", command{
+		summary: "serve the browser demo with a capture loaded, to watch its segments land in memory",
+		run:     runReplay,
+	})
+}
+
+const replayUsage = `usage: iwarp replay [--addr host:port] FILE [KEYLOG]
+
+Serves the demo page (the same page as "iwarp demo", embedded) with the
+pcap or pcapng capture FILE loaded in its Replay mode: the page decodes
+it in the browser with the decoder of "iwarp dump" and plays it on the
+demo's picture: each DDP segment placed into the buffer its STag and TO,
+or its QN, MSN and MO, select; each message delivered when DDP delivers
+it; Read Requests with their Responses, Terminates with the segment they
+name. Controls: play, pause, step, speed, jump to a record; select a
+row for its headers, the fields "iwarp dump" prints.
+
+FILE must hold MPA/TCP or DDP/SCTP in the clear. KEYLOG, the key log
+that --keylog wrote, is not used to decrypt DTLS here: record with
+--pcap (serve, perf and rping write the SCTP packets before DTLS
+encryption), or decrypt in Wireshark with the key log and export the
+PDUs, then replay that file.
+
+The live demo works on the same page ("Back to the live demo").
+
+Examples:
+	iwarp replay session.pcap
+	iwarp replay --addr 127.0.0.1:8090 cmd/iwarp/testdata/siw-terminate.pcap
+
+Flags:
+`
+
+// maxReplayFile is the largest capture replay serves: the page's limit.
+const maxReplayFile = 256 << 20
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return replayMain(ctx, args, stdout, stderr)
+}
+
+// replayMain is the command until ctx ends.
+func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "address to serve the page on (port 0: a free one)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, replayUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return usagef("want a capture FILE and at most a KEYLOG (try: iwarp replay -h)")
+	}
+	file := fs.Arg(0)
+	b, err := readCapture(file)
+	if err != nil {
+		return err
+	}
+	m, warning, err := replay.Decode(b)
+	if err != nil {
+		if errors.Is(err, replay.ErrEncrypted) && fs.NArg() == 2 {
+			return fmt.Errorf("%s: this command does not decrypt DTLS with the key log %s. %s", file, fs.Arg(1), replay.HowToDecrypt)
+		}
+		return fmt.Errorf("%s: %v", file, err)
+	}
+	if fs.NArg() == 2 {
+		fmt.Fprintf(stderr, "iwarp replay: %s holds iWARP in the clear; the key log %s is not needed\n", file, fs.Arg(1))
+	}
+	if warning != "" {
+		fmt.Fprintf(stderr, "iwarp replay: %s: %s\n", file, warning)
+	}
+
+	assets, err := web.Load(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	name := "replay/" + unsafeName.ReplaceAllString(filepath.Base(file), "_")
+	assets[name] = b
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "iwarp replay: %s: %d records, %d segments, %d connections\n", file, len(m.Events), m.Segments, len(m.Conns))
+	fmt.Fprintf(stdout, "iwarp replay: open http://%s/?capture=%s in a browser (Ctrl-C stops)\n", browsable(ln.Addr()), url.QueryEscape(name))
+	return demo.New(demo.Config{Assets: assets, Log: stderr, Addr: ln.Addr()}).Serve(ctx, ln)
+}
+
+// readCapture reads a capture file, refusing one too large to replay.
+func readCapture(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxReplayFile {
+		return nil, fmt.Errorf("%s is %d MiB; replay takes captures of up to %d MiB: cut it first (editcap -c 100000 %s part.pcap)", file, st.Size()>>20, maxReplayFile>>20, file)
+	}
+	return io.ReadAll(io.LimitReader(f, maxReplayFile+1))
+}
