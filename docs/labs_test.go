@@ -438,6 +438,53 @@ func TestLabDemoObservations(t *testing.T) {
 			{seq: 3, pos: 292, wire: 136, ulpdu: 128, len: 114, to: 0x10e4},
 		})
 	})
+	t.Run("lab10", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// Step 5: a Send with Invalidate for the Go peer's memory
+		// invalidates it; a Write to it then terminates the stream.
+		p := dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem := p.Region("Go peer memory")
+		if _, err := p.Peers[0].Send([]byte("done"), false, mem.STag); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Send with Invalidate", func(e wpeer.Event) bool {
+			return e.Kind == "completion" && e.Op == "RECV"
+		})
+		deadline := time.Now().Add(5 * time.Second)
+		for p.Region("Go peer memory").Valid {
+			if time.Now().After(deadline) {
+				t.Fatal("the Go peer's memory is still valid after the Send with Invalidate")
+			}
+			p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
+		}
+		if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write after the invalidation", func(e wpeer.Event) bool {
+			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+		})
+		p.Close()
+		// The Go peer's own Invalidate button: a Local Invalidate.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem = p.Region("Go peer memory")
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "invalidate", STag: mem.STag}); err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(5 * time.Second)
+		for p.Region("Go peer memory").Valid {
+			if time.Now().After(deadline) {
+				t.Fatal("the Go peer's memory is still valid after its Invalidate")
+			}
+			p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
+		}
+		if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write after the Local Invalidate", func(e wpeer.Event) bool {
+			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+		})
+	})
 	t.Run("lab3", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
