@@ -28,6 +28,21 @@ type ownAssociation struct{ a *sctp.Association }
 // ACK: every Stream Identifier up to maxStreamID.
 const maxStreams = maxStreamID + 1
 
+// ownRTOMax is RTO.Max (RFC 9260 §6.3.1 C7: "A maximum value MAY be
+// placed on RTO provided it is at least RTO.Max seconds", a protocol
+// parameter whose §16 default is 60 s): it caps the doubling of the
+// retransmission timeout, so that once a path comes back from an outage
+// a retransmission crosses it within about 2 s, where doubling from
+// 250 ms through a 5 s outage would wait 4 s more.
+const ownRTOMax = 2 * time.Second
+
+// ownMaxRetrans is Association.Max.Retrans. With RTO.Max at 2 s, §16's
+// 10 consecutive timeouts would declare a peer dead within about 20 s,
+// whatever Config.DeadPeerTimeout says; the time the peer has been
+// silent decides instead (the association's DeadPeerTimeout and the
+// monitor's).
+const ownMaxRetrans = 1 << 30
+
 // errNoStreamReset is what Stream.Close returns over the association of
 // package sctp, which does not implement RFC 6525's stream reset.
 var errNoStreamReset = errors.New("sctpddp: this SCTP association does not reset streams (RFC 6525); Config.PionSCTP's does")
@@ -52,6 +67,8 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 		// idle-path HEARTBEATs would duplicate them.
 		HeartbeatInterval: -1,
 		DeadPeerTimeout:   s.DeadPeerTimeout,
+		RTOMax:            ownRTOMax,
+		MaxRetrans:        ownMaxRetrans,
 	}
 	if cfg.DeadPeerTimeout < 0 {
 		cfg.DeadPeerTimeout = 1<<63 - 1

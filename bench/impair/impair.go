@@ -53,6 +53,10 @@ type Config struct {
 	// Seed seeds the random losses, duplicates and jitter: the same seed
 	// and the same datagrams give the same decisions.
 	Seed uint64
+	// ImpairAfter leaves a flow's first ImpairAfter unimpaired (no delay,
+	// jitter, loss or duplication): a handshake gets through, and what
+	// follows meets the path as configured.
+	ImpairAfter time.Duration
 	// OutageAt and OutageFor drop every datagram of a flow, both ways,
 	// from OutageAt after the flow's first datagram, for OutageFor.
 	OutageAt, OutageFor time.Duration

@@ -81,6 +81,9 @@ func (q *pipe) push(b []byte) {
 		}
 	}
 	l := &q.link
+	if now-q.start < int64(cfg.ImpairAfter) {
+		l = &Link{}
+	}
 	if l.Loss > 0 && q.rng.Float64() < l.Loss {
 		q.st.Lost++
 		return
