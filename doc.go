@@ -11,29 +11,39 @@
 //
 //	conn, err := iwarp.Dial(ctx, "tcp://server:4791", qp, nil)
 //	if err != nil { ... }
-//	defer conn.Close(ctx)
-//	// post work requests on qp; conn.PeerPrivateData() is what the
-//	// server sent when it accepted, often an rdmap.RemoteBuffer
+//	defer conn.Close()
+//	remote, _, err := rdmap.ParseRemoteBuffer(conn.PeerPrivateData())
+//	// post work requests on qp: remote.Write, remote.Read, ...
+//
+// A server advertises the memory its clients may use in the private data
+// of its Accept, as rdma_cm programs do: req.Accept(ctx, qp,
+// region.Remote().Append(nil)), at most MaxPrivateData octets.
 //
 // The addresses:
 //
 //   - tcp://host:port is MPA over TCP (RFC 5044 with RFC 6581's enhanced
 //     set-up: package mpa), what Linux siw and iWARP NICs speak;
 //   - sctp://host:port is DDP over SCTP (RFC 5043: package sctpddp) over
-//     DTLS over UDP; the peers authenticate each other (a pre-shared key,
-//     pinned certificate fingerprints or CAs, in Config.SCTP).
+//     DTLS over UDP; Config.SCTP says how the peers authenticate: a
+//     pre-shared key (labs), pinned certificate fingerprints or CAs, or a
+//     server that authenticates itself only (sctpddp.Config.AcceptAnyClient,
+//     its clients pinning its fingerprint).
 //
 // DialFirst tries several addresses in turn: the usual list is an
 // sctp:// address and then a tcp:// one, so that MPA over TCP is the
 // fallback when the SCTP path does not come up in time.
 //
-// Errors: a connection that fails tells why with errors.Is:
-// ErrUnreachable (nobody answers: nothing listens, or the path drops the
-// packets), ErrRejected (the peer's application rejected it; errors.As
-// finds the *ddp.RejectedError with its private data), ErrHandshake (the
-// peer answered but the set-up failed: authentication, protocol). Once
-// connected, Conn.Err and Conn.Done say how the stream ended:
-// rdmap.ErrDisconnected when the peer closed in order, an error wrapping
-// rdmap.ErrLLPLost when the transport failed, or the Terminate's triple
-// (a *term.Error).
+// Errors: each failure wraps one value for errors.Is: ErrBadAddress,
+// ErrConfig (found before any packet is sent), ErrClosed, ErrUnreachable
+// (nothing listens, or nothing answers), ErrRejected (errors.As finds
+// the *ddp.RejectedError with its private data), ErrHandshake (a wrong
+// key or certificate, a protocol error), or the context's own error when
+// ctx ended it. Once connected, Conn.Err and Conn.Done say how the stream
+// ended: rdmap.ErrDisconnected when the peer closed in order,
+// ErrPeerDead when it went silent, ErrClosed after Close, the
+// Terminate's triple (a *term.Error), or an error wrapping
+// rdmap.ErrLLPLost when the transport failed.
+//
+// Close ends a connection at once; Shutdown(ctx) lets its outstanding
+// work complete first.
 package iwarp
