@@ -304,17 +304,12 @@ func TestAtomicResponseCreationError(t *testing.T) {
 	target := s.reg(t, 64, RemoteAtomic)
 	s.qp.sendMu.Lock() // the send route waits
 	peer.send(t, atomicSeg(1, AtomicRequest{Op: FetchAdd, ReqID: 3, STag: target.STag(), TO: 0, AddSwapData: 1, CompareMask: ^uint64(0)}))
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	if !eventually(func() bool {
 		s.qp.mu.Lock()
-		n := len(s.qp.queued)
-		s.qp.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Atomic Request was not delivered")
-		}
-		time.Sleep(time.Millisecond)
+		defer s.qp.mu.Unlock()
+		return len(s.qp.queued) == 1
+	}) {
+		t.Fatal("the Atomic Request was not delivered")
 	}
 	if err := target.Deregister(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -13,7 +14,9 @@ import (
 // data transfer requests by the Local Peer ULP MUST return an error."
 // (RFC 5041 §6.2.1) While Close drains a Read the peer does not answer,
 // a post is refused; the Read is flushed when Close's context ends.
-func TestPostWhileClosing(t *testing.T) {
+func TestPostWhileClosing(t *testing.T) { synctest.Test(t, testPostWhileClosing) }
+
+func testPostWhileClosing(t *testing.T) {
 	c := newCrafted(t)
 	sink := c.reg(t, 16, LocalWrite)
 	mustPost(t, c.qp.PostRead(ReadWR{ID: 1, Local: SGE{MR: sink, Length: 16}, RemoteSTag: 0x1234}))
@@ -21,14 +24,12 @@ func TestPostWhileClosing(t *testing.T) {
 	defer cancel()
 	closed := make(chan error, 1)
 	go func() { closed <- c.qp.Close(ctx) }()
-	for {
-		c.qp.mu.Lock()
-		closing := c.qp.closing
-		c.qp.mu.Unlock()
-		if closing {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	c.qp.mu.Lock()
+	closing := c.qp.closing
+	c.qp.mu.Unlock()
+	if !closing {
+		t.Fatal("Close has not begun")
 	}
 	if c.qp.State() != StateRunning {
 		t.Fatalf("state %v: Close did not wait for the Read", c.qp.State())

@@ -3,7 +3,6 @@ package rdmap
 import (
 	"sync"
 	"testing"
-	"time"
 )
 
 // "An RNIC MUST ensure that if a CQ overflows, any Streams that do not use
@@ -67,9 +66,7 @@ func TestCQOverrunIsolated(t *testing.T) {
 // waitFor polls cond for up to five seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
+	if !eventually(cond) {
+		t.Fatal("timed out")
 	}
 }

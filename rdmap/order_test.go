@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/llptest"
@@ -32,18 +31,16 @@ func holdSend(t *testing.T, qp *QueuePair) (release func()) {
 // send route.
 func waitQueued(t *testing.T, qp *QueuePair, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var got int
+	var st State
+	eventually(func() bool {
 		qp.mu.Lock()
-		got, st := len(qp.queued), qp.state
+		got, st = len(qp.queued), qp.state
 		qp.mu.Unlock()
-		if got == n {
-			return
-		}
-		if st != StateRunning || time.Now().After(deadline) {
-			t.Fatalf("%d Responses queued, want %d (state %v, error %v)", got, n, st, qp.Err())
-		}
-		time.Sleep(time.Millisecond)
+		return got == n || st != StateRunning
+	})
+	if got != n {
+		t.Fatalf("%d Responses queued, want %d (state %v, error %v)", got, n, st, qp.Err())
 	}
 }
 

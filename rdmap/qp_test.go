@@ -231,14 +231,21 @@ func TestSendWithInvalidate(t *testing.T) {
 	}
 }
 
+// eventually polls cond every millisecond for up to five seconds and
+// reports whether it became true.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 func waitState(t testing.TB, qp *QueuePair, want State) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for qp.State() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %v, want %v", qp.State(), want)
-		}
-		time.Sleep(time.Millisecond)
+	if !eventually(func() bool { return qp.State() == want }) {
+		t.Fatalf("state %v, want %v", qp.State(), want)
 	}
 }
 

@@ -65,12 +65,15 @@ func TestRevokeWaitsForPlacement(t *testing.T) {
 func waitBlockedIn(t *testing.T, fn string) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	blocked := func() bool {
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			if strings.Contains(g, "sync.(*Mutex).Lock") && strings.Contains(g, fn) {
-				return
+				return true
 			}
 		}
+		return false
 	}
-	t.Fatalf("no goroutine blocked in %s", fn)
+	if !eventually(blocked) {
+		t.Fatalf("no goroutine blocked in %s", fn)
+	}
 }
