@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
@@ -114,8 +115,11 @@ func TestReaderVerifiesFirst(t *testing.T) {
 }
 
 // A peer that sends the start of an FPDU and then nothing is cut off after
-// the partial-FPDU timeout; one that waits between FPDUs is not.
-func TestReaderPartialTimeout(t *testing.T) {
+// the partial-FPDU timeout; one that waits between FPDUs is not. (On the
+// fake clock of testing/synctest.)
+func TestReaderPartialTimeout(t *testing.T) { synctest.Test(t, testReaderPartialTimeout) }
+
+func testReaderPartialTimeout(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
@@ -157,7 +161,9 @@ func (d *deadlineCounter) SetReadDeadline(t time.Time) error {
 // FPDUs arriving in pieces sets a deadline about once per timeout, not at
 // each read; a stall is still cut off, within twice the timeout. (Over TLS:
 // TestReaderPartialTimeoutStreamTLS.)
-func TestReaderPartialTimeoutStream(t *testing.T) {
+func TestReaderPartialTimeoutStream(t *testing.T) { synctest.Test(t, testReaderPartialTimeoutStream) }
+
+func testReaderPartialTimeoutStream(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
