@@ -392,8 +392,8 @@ func TestFullOperationErrors(t *testing.T) {
 	}
 }
 
-// A peer that stalls in the middle of an FPDU and then disconnects, or
-// disconnects in the middle of a message, never hangs the endpoint:
+// A peer that disconnects in the middle of an FPDU, or of a message,
+// never hangs the endpoint:
 // outstanding work completes with WR_FLUSH_ERR.
 // A peer whose stream ends inside an FPDU has lost the LLP stream; one
 // whose stream ends between FPDUs (a FIN with no Terminate) disconnected:
@@ -413,7 +413,6 @@ func TestPeerDisconnects(t *testing.T) {
 			defer conn.Close()
 			f, _ := AppendFPDU(nil, 0, Options{}, append([]byte{0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, make([]byte, 30)...))
 			c.Write(f[:cut])
-			time.Sleep(50 * time.Millisecond)
 			c.Close()
 			if w := waitC(t, b.RCQ); w.Status != rdmap.StatusWRFlushErr {
 				t.Fatalf("%+v", w)
@@ -439,11 +438,14 @@ func TestDialTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// The peer accepts and then says nothing until the test ends.
+	silent := make(chan struct{})
+	defer close(silent)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			defer c.Close()
-			time.Sleep(2 * time.Second)
+			<-silent
 		}
 	}()
 	a := newPeer(t, rdmap.QPConfig{})
