@@ -200,6 +200,7 @@ type Association struct {
 
 	in       chan []byte
 	free     chan []byte
+	readErr  chan error // the reader's last word, after its packets
 	wake     chan struct{}
 	closeReq chan struct{}
 	abortReq chan struct{}
@@ -210,7 +211,7 @@ type Association struct {
 	// mu guards the fields below: the queue between the users and the
 	// run loop.
 	mu          sync.Mutex
-	pending     []*outMsg
+	pending     fifo[*outMsg]
 	queuedBytes int    // bytes of messages in pending or in the Sender
 	rwnd        uint32 // the receive window, for ReceiveWindow
 	sendWindow  int    // what queuedBytes may reach: SendWindow
@@ -301,6 +302,7 @@ func start(conn net.Conn, cfg Config, active bool) (*Association, error) {
 		hsCfg:       h,
 		in:          make(chan []byte, assocReadBuffers),
 		free:        make(chan []byte, assocReadBuffers),
+		readErr:     make(chan error, 1),
 		wake:        make(chan struct{}, 1),
 		closeReq:    make(chan struct{}),
 		abortReq:    make(chan struct{}),
@@ -373,7 +375,11 @@ func (a *Association) reader() {
 			continue
 		}
 		if err != nil {
-			a.fail(fmt.Errorf("sctp: read: %w", err), false)
+			// The loop takes the error after the packets read before
+			// it: a peer may close its transport right after its last
+			// packet (pion/sctp closes DTLS after SHUTDOWN COMPLETE),
+			// and the association ends as that packet says.
+			a.readErr <- fmt.Errorf("sctp: read: %w", err)
 			return
 		}
 		select {
@@ -384,20 +390,14 @@ func (a *Association) reader() {
 	}
 }
 
-// fail ends the association with err unless it has ended already; the
-// run loop observes it through done.
+// setErr records err as the association's end unless it has ended
+// already.
 func (a *Association) setErr(err error) {
 	a.mu.Lock()
 	if a.err == nil {
 		a.err = err
 	}
 	a.mu.Unlock()
-}
-
-// fail is called from the reader: it records err and wakes the loop.
-func (a *Association) fail(err error, _ bool) {
-	a.setErr(err)
-	a.poke()
 }
 
 func (a *Association) poke() {
@@ -429,10 +429,10 @@ func (a *Association) run(now time.Time) {
 			a.err = ErrClosed
 		}
 		a.closing = true
-		for _, m := range a.pending {
+		for _, m := range a.pending.all() {
 			outMsgPool.Put(m)
 		}
-		a.pending = nil
+		a.pending.reset()
 		a.mu.Unlock()
 		close(a.done)
 		a.conn.Close()
@@ -460,6 +460,18 @@ func (a *Association) run(now time.Time) {
 					more = false
 				}
 			}
+		case err := <-a.readErr:
+			now = time.Now()
+			for more := true; more; {
+				select {
+				case p := <-a.in:
+					a.handlePacket(now, p)
+					a.free <- p[:cap(p)]
+				default:
+					more = false
+				}
+			}
+			a.setErr(err)
 		case <-a.wake:
 			now = time.Now()
 		case <-a.timer.C:
@@ -652,7 +664,7 @@ func (a *Association) deliver(m RecvMessage) {
 	a.rcv.Hold(len(m.Data))
 	a.mu.Lock()
 	s, _ := a.streamLocked(m.StreamID)
-	s.inbox = append(s.inbox, im)
+	s.inbox.push(im)
 	announce := !s.opened && !s.announced
 	if announce {
 		s.announced = true
@@ -1122,16 +1134,11 @@ func (a *Association) fillSender() {
 	for {
 		if a.cur == nil {
 			a.mu.Lock()
-			if len(a.pending) == 0 {
+			if a.pending.len() == 0 {
 				a.mu.Unlock()
 				return
 			}
-			a.cur = a.pending[0]
-			a.pending[0] = nil
-			a.pending = a.pending[1:]
-			if len(a.pending) == 0 {
-				a.pending = a.pending[:0:0]
-			}
+			a.cur = a.pending.pop()
 			a.mu.Unlock()
 			a.curOff = 0
 			a.cur.left = (len(a.cur.buf) + a.fragSize - 1) / a.fragSize
@@ -1349,7 +1356,7 @@ func (a *Association) sendMessage(ctx context.Context, streamID uint16, ppid uin
 		m.buf = append(m.buf, p...)
 	}
 	m.streamID, m.ppid, m.unordered = streamID, ppid, unordered
-	a.pending = append(a.pending, m)
+	a.pending.push(m)
 	s, _ := a.streamLocked(streamID)
 	s.buffered += n
 	s.messages++

@@ -16,7 +16,7 @@ func (a *Association) sendQueueEmpty() bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.pending) == 0
+	return a.pending.len() == 0
 }
 
 // advanceShutdown moves SHUTDOWN-PENDING and SHUTDOWN-RECEIVED on once

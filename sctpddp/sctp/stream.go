@@ -24,7 +24,7 @@ type Stream struct {
 	ready chan struct{} // a message arrived, the deadline moved, or the association ended
 
 	// Guarded by a.mu.
-	inbox     []*inMsg
+	inbox     fifo[*inMsg]
 	deadline  time.Time
 	dlTimer   *time.Timer
 	buffered  int // bytes of this stream's messages queued or unacknowledged
@@ -123,19 +123,15 @@ func (s *Stream) ReadMessage(ctx context.Context, buf []byte) (n int, ppid uint3
 	a := s.a
 	for {
 		a.mu.Lock()
-		if len(s.inbox) > 0 {
-			m := s.inbox[0]
+		if s.inbox.len() > 0 {
+			m := s.inbox.peek()
 			if len(buf) < len(m.buf) {
 				a.mu.Unlock()
 				return len(m.buf), m.ppid, m.unordered, io.ErrShortBuffer
 			}
-			s.inbox[0] = nil
-			s.inbox = s.inbox[1:]
-			if len(s.inbox) == 0 {
-				s.inbox = s.inbox[:0:0]
-			}
+			s.inbox.pop()
 			a.ulpRelease += len(m.buf)
-			more := len(s.inbox) > 0
+			more := s.inbox.len() > 0
 			a.mu.Unlock()
 			if more {
 				a.signal(s.ready)
