@@ -1,0 +1,206 @@
+// End-to-end test of the demo page's Replay mode in Debian's chromium,
+// driven by playwright-core. cmd/iwarp's TestReplayInBrowser serves the
+// page and writes, in IWARP_REPLAY_DATA, each bundled capture with what
+// "iwarp dump --json" prints for it (NAME.dump.jsonl) and the octets
+// each RDMA Write and Read Response carries (NAME.placed.json), the bad
+// files, and a capture of 100,000 FPDUs.
+//
+//	node replay.test.mjs http://127.0.0.1:8080/
+//
+// For each bundled capture (IWARP_REPLAY_CAPTURES, a JSON list): choose
+// it in the menu, step through every record, and check after each Write
+// or Read Response that its octets are in its buffer's cells at TO minus
+// the buffer's base; at the end, that the ladder has one row per record
+// with the fields dump prints (STag, TO, QN, MSN, MO, opcode, L, CRC,
+// the Terminate triple). Then: each bad file gives its message and the
+// page still replays; the 100,000 FPDUs decode in under 5 s and play at
+// 1,000 segments drawn a second or more; ?capture= loads a capture as
+// "iwarp replay" serves it. Screenshots go to IWARP_ARTIFACTS.
+import { chromium } from "playwright-core";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+
+const url = process.argv[2];
+const out = process.env.IWARP_ARTIFACTS || ".artifacts/replay-e2e";
+const exe = process.env.CHROMIUM || "/usr/bin/chromium";
+const data = process.env.IWARP_REPLAY_DATA;
+const captures = JSON.parse(process.env.IWARP_REPLAY_CAPTURES || "[]");
+const minRate = Number(process.env.IWARP_E2E_MIN_RATE || 1000);
+const maxDecodeMs = Number(process.env.IWARP_E2E_MAX_DECODE_MS || 5000);
+if (!url || !data || !captures.length) {
+  console.error("usage: IWARP_REPLAY_DATA=dir IWARP_REPLAY_CAPTURES='[...]' node replay.test.mjs URL");
+  process.exit(2);
+}
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+
+const T = 20000;
+let failures = 0;
+const t0 = Date.now();
+function step(name) { console.log(`-- [${((Date.now() - t0) / 1000).toFixed(1)} s]`, name); }
+function fail(msg) { failures++; console.log("FAIL:", msg); }
+
+async function loaded(page, what, kinds = ["ok", "warn"]) {
+  await page.waitForFunction((ks) => ks.includes(document.getElementById("rp-status").dataset.kind), kinds, { timeout: T * 3 })
+    .catch(() => {});
+  const s = await page.evaluate(() => ({ kind: document.getElementById("rp-status").dataset.kind, text: document.getElementById("rp-status").textContent }));
+  if (!kinds.includes(s.kind)) throw new Error(`${what}: status ${s.kind}: ${s.text}`);
+  return s;
+}
+
+async function chooseBundled(page, name) {
+  await page.selectOption("#rp-bundled", "captures/" + name);
+  await page.evaluate(() => { document.getElementById("rp-status").dataset.kind = ""; });
+  await page.click("#rp-load");
+  return loaded(page, name);
+}
+
+// checkCapture plays a bundled capture record by record.
+async function checkCapture(page, name) {
+  step("bundled capture " + name);
+  await chooseBundled(page, name);
+  const dump = readFileSync(join(data, name + ".dump.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const placed = new Map(JSON.parse(readFileSync(join(data, name + ".placed.json"), "utf8")).map((p) => [p.n, p]));
+  const conns = await page.evaluate(() => [...document.querySelectorAll("#rp-conn option")].map((o) => Number(o.value)));
+  const rows = [];
+  let checkedBytes = 0;
+  for (const c of conns) {
+    await page.evaluate((c) => iwarpReplayPage.selectConn(c), c);
+    await page.click("#rp-step"); // the button; the rest of the way in the page, a step at a time
+    const res = await page.evaluate(([placed]) => {
+      const cellText = (v) => v >= 0x21 && v <= 0x7e ? String.fromCharCode(v) : v === 0 ? "·" : v === 0x20 ? "␣" : v.toString(16).padStart(2, "0");
+      const byN = new Map(placed.map((p) => [p.n, p]));
+      const problems = [];
+      let checked = 0;
+      const check = () => {
+        const li = document.querySelector("#ladder li:last-child");
+        const p = li && byN.get(Number(li.dataset.n));
+        if (!p) return;
+        const r = [...document.querySelectorAll(".region[data-tagged='1']")].find((d) => d.dataset.owner === p.owner && Number(d.dataset.stag) === p.stag);
+        if (!r) { problems.push(`#${p.n}: no region for STag ${p.stag} in ${p.owner}'s memory`); return; }
+        const off = p.to - Number(r.dataset.base);
+        const cells = r.querySelectorAll(".cell");
+        const n = Math.min(p.hex.length / 2, Math.max(0, cells.length - off));
+        for (let i = 0; i < n; i++) {
+          const want = cellText(parseInt(p.hex.slice(2 * i, 2 * i + 2), 16));
+          const got = cells[off + i].textContent;
+          if (got !== want) { problems.push(`#${p.n}: cell ${off + i} (TO ${p.to} + ${i}) shows ${JSON.stringify(got)}, the segment carries ${JSON.stringify(want)}`); return; }
+        }
+        if (n > 0) checked++;
+      };
+      check();
+      while (iwarpReplayPage.cursor < iwarpReplayPage.total) { iwarpReplayPage.step(); check(); }
+      return { problems, checked, rows: [...document.querySelectorAll("#ladder li")].map((li) => ({ ...li.dataset })) };
+    }, [[...placed.values()]]);
+    for (const p of res.problems) fail(name + " " + p);
+    checkedBytes += res.checked;
+    rows.push(...res.rows);
+  }
+  if (rows.length !== dump.length) fail(`${name}: ${rows.length} rows on the ladder, dump prints ${dump.length} records`);
+  const byN = new Map(rows.map((r) => [Number(r.n), r]));
+  let fields = 0;
+  for (const d of dump) {
+    const r = byN.get(d.n);
+    if (!r) { fail(`${name}: no row for record ${d.n}`); continue; }
+    const want = { kind: d.kind };
+    if (d.ddp) {
+      Object.assign(want, { tagged: d.ddp.tagged ? "1" : "0", last: d.ddp.last ? "1" : "0", stag: String(d.ddp.stag), to: String(d.ddp.to),
+        qn: String(d.ddp.qn), msn: String(d.ddp.msn), mo: String(d.ddp.mo), opcode: String(d.opcode) });
+    }
+    if (d.crc) want.crc = d.crc;
+    if (d.terminate) want.term = d.terminate.layer + "/" + d.terminate.etype + "/" + d.terminate.ecode;
+    for (const [k, v] of Object.entries(want)) {
+      fields++;
+      if (r[k] !== v) fail(`${name} record ${d.n}: ${k} is ${r[k]}, dump says ${v}`);
+    }
+    if (d.ddp && d.ddp.last && d.crc !== "bad" && r.delivered !== "1") fail(`${name} record ${d.n}: its message was never marked delivered`);
+  }
+  console.log(`   ${dump.length} records, ${fields} fields agree with iwarp dump, ${checkedBytes} Writes and Read Responses found in the grids`);
+  if ([...placed.values()].some((p) => p.hex) && !checkedBytes) fail(`${name}: no placed octets were checked`);
+  await page.screenshot({ path: join(out, "replay-" + name + ".png"), fullPage: true });
+}
+
+async function pick(page, file) {
+  await page.evaluate(() => { document.getElementById("rp-status").dataset.kind = ""; });
+  await page.setInputFiles("#rp-file", join(data, file));
+}
+
+const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox"] });
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+  page.on("pageerror", (e) => fail("page error: " + e.message));
+  await page.goto(url);
+  await page.waitForFunction(() => document.querySelectorAll("#rp-bundled option").length > 1, null, { timeout: T });
+  const offered = await page.evaluate(() => [...document.querySelectorAll("#rp-bundled option")].map((o) => o.value).filter(Boolean));
+  for (const c of captures) if (!offered.includes("captures/" + c)) fail("the menu does not offer " + c);
+
+  for (const c of captures) {
+    try { await checkCapture(page, c); } catch (e) { fail(c + ": " + e.message); }
+  }
+
+  step("a Terminate names its segment, a Read Response its Request (siw)");
+  await chooseBundled(page, "siw-terminate.pcap");
+  await page.click("#rp-end");
+  await page.click("#ladder li[data-n='12'] button");
+  const det = await page.textContent("#detail");
+  if (!det.includes("Names the segment#11")) fail("the siw Terminate's detail does not name #11: " + det.slice(0, 300));
+  if (!(await page.textContent("#terminate")).includes("#11")) fail("the Terminate box does not name #11");
+  await page.click("#ladder li[data-n='5'] button");
+  if (!(await page.textContent("#detail")).includes("Answers#4")) fail("the Read Response does not answer #4");
+  await page.screenshot({ path: join(out, "replay-siw-terminate-detail.png"), fullPage: true });
+
+  step("bad files: each says what is wrong, the page stays usable");
+  for (const [file, kinds, text] of [
+    ["truncated.pcap", ["warn"], "truncated"],
+    ["unknown-blocks.pcapng", ["ok"], "12 records"],
+    ["no-iwarp.pcap", ["err"], "no iWARP traffic"],
+    ["random.pcap", ["err"], "not a valid pcap or pcapng file"],
+    ["huge.pcap", ["err"], "the page replays captures of up to 256 MiB"],
+  ]) {
+    await pick(page, file);
+    let s;
+    try { s = await loaded(page, file, kinds); } catch (e) { fail(e.message); continue; }
+    if (!s.text.includes(text)) fail(`${file}: status ${JSON.stringify(s.text)} should say ${JSON.stringify(text)}`);
+    else console.log(`   ${file}: ${s.text.slice(0, 160)}`);
+    await page.screenshot({ path: join(out, "replay-bad-" + file + ".png") });
+    try { await chooseBundled(page, "rping-tcp.pcap"); } catch (e) { fail(`after ${file} the page no longer replays: ${e.message}`); }
+  }
+
+  step("100,000 FPDUs: decoded in the page, played at speed");
+  await pick(page, "fpdus-100000.pcap");
+  const s = await loaded(page, "fpdus-100000.pcap");
+  const ms = await page.evaluate(() => Number(document.getElementById("rp-status").dataset.decodeMs));
+  const segs = await page.evaluate(() => Number(document.getElementById("rp-status").dataset.segments));
+  console.log(`   ${s.text}`);
+  if (segs !== 100000) fail(`${segs} segments decoded, want 100000`);
+  if (!(ms < maxDecodeMs)) fail(`decoding took ${ms} ms, more than ${maxDecodeMs}`);
+  step("play");
+  await page.selectOption("#rp-speed", "5000");
+  await page.click("#rp-play");
+  await page.waitForTimeout(2500);
+  const rate = await page.evaluate(() => Number(document.getElementById("rp-rate").dataset.rate));
+  await page.click("#rp-play");
+  console.log(`   ${rate} segments drawn in the last second`);
+  if (rate < minRate) fail(`${rate} segments drawn a second, want ${minRate}`);
+  step("jump");
+  await page.fill("#rp-jump-n", "99000");
+  await page.click("#rp-jump");
+  const pos = await page.textContent("#rp-pos");
+  if (!pos.includes("#99001")) fail("jump to 99000: position " + pos);
+  step("screenshot");
+  await page.screenshot({ path: join(out, "replay-100000.png"), fullPage: true });
+
+  step("?capture= as iwarp replay serves it");
+  const p2 = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+  p2.on("pageerror", (e) => fail("page error: " + e.message));
+  await p2.goto(url + "?capture=replay%2Fsiw-terminate.pcap");
+  const s2 = await loaded(p2, "?capture=");
+  if (!s2.text.includes("siw-terminate.pcap: 12 records")) fail("?capture= status: " + s2.text);
+  await p2.click("#rp-play");
+  await p2.waitForFunction(() => document.querySelectorAll("#ladder li").length === 12, null, { timeout: T }).catch(() => fail("playing did not reach the 12th record"));
+  await p2.screenshot({ path: join(out, "replay-command.png"), fullPage: true });
+} finally {
+  await browser.close();
+}
+console.log(failures ? `${failures} checks failed` : "all replay checks passed");
+process.exit(failures ? 1 : 0);
