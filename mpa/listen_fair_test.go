@@ -181,18 +181,14 @@ func TestListenerEvictsGreediestOldest(t *testing.T) {
 // waitStartups waits until l has running and parked startups.
 func waitStartups(t *testing.T, l *Listener, running, parked int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var r, p int
+	if !eventually(func() bool {
 		l.mu.Lock()
-		r, p := len(l.startups.running), len(l.startups.parked)
+		r, p = len(l.startups.running), len(l.startups.parked)
 		l.mu.Unlock()
-		if r == running && p == parked {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d startups running and %d parked, want %d and %d", r, p, running, parked)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return r == running && p == parked
+	}) {
+		t.Fatalf("%d startups running and %d parked, want %d and %d", r, p, running, parked)
 	}
 }
 

@@ -133,19 +133,19 @@ func TestListenerBacklog(t *testing.T) {
 		}()
 	}
 	// A Request may wait two handshake timeouts from its TCP connection
-	// (one to arrive, one to be accepted).
-	time.Sleep(800 * time.Millisecond)
-	// Accept finds the first one expired and skips it.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if r, err := l.Accept(ctx); err == nil {
-		t.Fatalf("Accept returned a Request whose initiator gave up: %v", r.RemoteAddr())
-	}
+	// (one to arrive, one to be accepted); then its initiator hears of
+	// the rejection.
 	for range 2 {
 		var re *ddp.RejectedError
 		if err := <-errs; !errors.As(err, &re) {
 			t.Fatalf("an initiator left waiting got %v, want a rejection", err)
 		}
+	}
+	// Accept finds the first one expired and skips it.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if r, err := l.Accept(ctx); err == nil {
+		t.Fatalf("Accept returned a Request whose initiator gave up: %v", r.RemoteAddr())
 	}
 	if refused.Load() != 2 {
 		t.Fatalf("%d refusals reported, want 2", refused.Load())
@@ -205,9 +205,7 @@ func TestResponderRTRTimeout(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); isTimeout(err) {
 		t.Fatal("the responder kept a connection with no RTR indication")
 	}
-	for b.QP.State() == rdmap.StateRunning {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, func() bool { return b.QP.State() != rdmap.StateRunning })
 	if !errors.Is(b.QP.Err(), rdmap.ErrLLPLost) {
 		t.Fatalf("the queue pair ended with %v", b.QP.Err())
 	}

@@ -213,11 +213,20 @@ func waiterIn(c *Conn) bool {
 // waitUntil waits up to 5 s for cond.
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
+	if !eventually(cond) {
+		t.Fatal("timed out")
+	}
+}
+
+// eventually polls cond every 100 µs for up to five seconds and reports
+// whether it became true.
+func eventually(cond func() bool) bool {
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			return false
 		}
 	}
+	return true
 }
 
 // A waiter that leaves withdraws its request for the token: a request
