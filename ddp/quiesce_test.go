@@ -2,6 +2,8 @@ package ddp
 
 import (
 	"bytes"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +45,7 @@ func TestQuiesceWaitsForPlacement(t *testing.T) {
 		s.Quiesce()
 		close(quiesced)
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitBlocked(t, "(*Stream).Quiesce")
 	close(u.gate)
 	<-quiesced
 	if !bytes.Equal(u.mem, payload) {
@@ -54,4 +56,18 @@ func TestQuiesceWaitsForPlacement(t *testing.T) {
 	}
 	// With nothing under way it returns at once.
 	s.Quiesce()
+}
+
+// waitBlocked waits until a goroutine is blocked on a mutex in fn.
+func waitBlocked(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "sync.(*Mutex).Lock") && strings.Contains(g, fn) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no goroutine blocked in %s", fn)
 }
