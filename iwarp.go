@@ -127,7 +127,8 @@ type Conn struct {
 	assoc     *sctpddp.Association // dialed sctp://: the Conn's own
 	release   func()               // a Listener's bookkeeping
 	cfg       *Config
-	closed    atomic.Bool // Close or Shutdown has begun
+	closed    atomic.Bool              // Close or Shutdown began while the stream ran
+	ended     atomic.Pointer[errorBox] // why the stream had stopped when Close began
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -161,7 +162,15 @@ func (c *Conn) Done() <-chan struct{} { return c.qp.Terminated() }
 
 // Err returns why the stream stopped, or nil while it runs: see the
 // package documentation.
-func (c *Conn) Err() error { return c.endError(c.qp.Err(), c.closed.Load()) }
+func (c *Conn) Err() error {
+	if e := c.ended.Load(); e != nil {
+		return c.endError(e.err, false)
+	}
+	return c.endError(c.qp.Err(), c.closed.Load())
+}
+
+// errorBox holds an error for an atomic.Pointer.
+type errorBox struct{ err error }
 
 // Close ends the connection at once: the work requests still outstanding
 // complete with WR_FLUSH_ERR, the queue pair closes and with it the
@@ -183,7 +192,11 @@ func (c *Conn) Shutdown(ctx context.Context) error { return c.shutdown(ctx, true
 
 func (c *Conn) shutdown(ctx context.Context, graceful bool) error {
 	c.closeOnce.Do(func() {
-		c.closed.Store(c.qp.Err() == nil)
+		if err := c.qp.Err(); err != nil {
+			c.ended.Store(&errorBox{err}) // the queue pair's Close replaces it
+		} else {
+			c.closed.Store(true)
+		}
 		c.closeErr = c.qp.Close(ctx)
 		if err := ctx.Err(); graceful && c.closeErr == nil && err != nil {
 			c.closeErr = fmt.Errorf("iwarp: shutdown: %w before the outstanding work completed (what was left flushed)", err)

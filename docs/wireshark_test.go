@@ -91,7 +91,7 @@ func (p *peer) close() {
 // an RDMA Write, an RDMA Read and a Send, then a second one that ends in
 // a Terminate (an RDMA Write to an STag that does not exist).
 func recordSCTP(t *testing.T, pcap, keylog string) {
-	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--psk", "lab key", "--mr-size", "8192",
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--advertise-send", "--psk", "lab key", "--mr-size", "8192",
 		"--pcap", pcap, "--keylog", keylog)
 	url := s.next("listening")["url"].(string)
 	addr := strings.TrimPrefix(url, "sctp://")
@@ -215,7 +215,7 @@ func TestLuaDissectorDTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pcap, keylog := filepath.Join(dir, "live.pcapng"), filepath.Join(dir, "keys.log")
-	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--psk", "lab key", "--mr-size", "8192", "--keylog", keylog)
+	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--advertise-send", "--psk", "lab key", "--mr-size", "8192", "--keylog", keylog)
 	url := s.next("listening")["url"].(string)
 	addr := strings.TrimPrefix(url, "sctp://")
 	port := addr[strings.LastIndex(addr, ":")+1:]

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/iwarpgo/iwarp"
@@ -235,6 +236,15 @@ func (c *conn) explain(err error) error {
 	}
 	if at, perr, ok := c.peerDead(); ok {
 		return fmt.Errorf("peer dead at %s: %v", at.Format(peerDeadTime), perr)
+	}
+	if errors.Is(err, sctpddp.ErrPeerDead) {
+		// The queue pair was closed since, and says only that.
+		at := time.Now()
+		if c.ended != nil {
+			<-c.ended
+			at = c.endedAt
+		}
+		return fmt.Errorf("peer dead at %s: nothing from %s: %v", at.Format(peerDeadTime), c.info.Peer, err)
 	}
 	return err
 }
@@ -517,7 +527,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 		if tr != nil {
 			tr.discard()
 		}
-		return nil, describeDialErr(ep, err)
+		return nil, describeDialErr(ep, f, err)
 	}
 	out := &conn{info: infoOf(c, auth), qp: qp, c: c}
 	out.watchEnd()
@@ -528,8 +538,18 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 	return out, nil
 }
 
-func describeDialErr(ep endpoint, err error) error {
+func describeDialErr(ep endpoint, f *linkFlags, err error) error {
 	switch {
+	case errors.Is(err, iwarp.ErrUnreachable) && errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("connecting to %s: nothing listens there (connection refused): start the server, or check the port", ep)
+	case errors.Is(err, iwarp.ErrUnreachable):
+		return fmt.Errorf("connecting to %s: nobody answers (the host drops the packets, or is not there)", ep)
+	case errors.Is(err, sctpddp.ErrPSKMismatch):
+		return fmt.Errorf("connecting to %s: the server holds another pre-shared key: give both ends the same --psk", ep)
+	case errors.Is(err, sctpddp.ErrPSKIdentity):
+		return fmt.Errorf("connecting to %s: the server does not know --psk-identity %q", ep, f.pskIdentity)
+	case errors.Is(err, sctpddp.ErrFingerprintMismatch):
+		return fmt.Errorf("connecting to %s: the server's certificate is not the --fingerprint given: %v", ep, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("connecting to %s: timed out", ep)
 	case errors.Is(err, iwarp.ErrRejected) && ep.scheme == "tcp":

@@ -61,7 +61,13 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 				}
 				return c.close, nil
 			}, p.reject)
-			err = c.explain(err)
+			if c != nil {
+				if at, perr, ok := c.peerDead(); ok {
+					err = fmt.Errorf("peer dead at %s: %v", at.Format(peerDeadTime), perr)
+				} else {
+					err = c.explain(err)
+				}
+			}
 			var refusal *perf.RefusedError
 			switch {
 			case errors.As(err, &refusal):
