@@ -79,11 +79,11 @@ func startServer(t *testing.T, scheme string, lim Limits) *testServer {
 			go func() {
 				defer wg.Done()
 				err := ts.srv.Handle(ctx, req.RemoteAddr().String(), func(qp *rdmap.QueuePair) (func(context.Context), error) {
-					conn, err := req.Accept(qp, nil)
+					conn, err := req.Accept(ctx, qp, nil)
 					if err != nil {
 						return nil, err
 					}
-					return func(ctx context.Context) { conn.Close(ctx) }, nil
+					return func(ctx context.Context) { conn.Shutdown(ctx) }, nil
 				}, func() { req.Reject(nil) })
 				ts.mu.Lock()
 				ts.errs = append(ts.errs, err)
@@ -123,7 +123,7 @@ func (ts *testServer) connectCfg(t *testing.T, cfg ClientConfig) ClientConfig {
 		if err != nil {
 			return nil, err
 		}
-		l := &Link{Transport: scheme, Info: ts.url, Close: func(ctx context.Context) { c.Close(ctx) }}
+		l := &Link{Transport: scheme, Info: ts.url, Close: func(ctx context.Context) { c.Shutdown(ctx) }}
 		if m := c.MPA(); m != nil {
 			l.CRC = m.Negotiated().CRC
 		}
