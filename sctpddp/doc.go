@@ -2,10 +2,10 @@
 // SCTP, as RFC 5043 adapts it: each DDP stream is a pair of like-numbered
 // SCTP streams, each DDP Segment an unordered DATA chunk numbered with a
 // DDP-SSN, and a DDP Stream Session starts and ends with session control
-// messages. Natively the SCTP association runs over DTLS over UDP
-// (github.com/pion/sctp on github.com/pion/dtls/v3); the same sessions run
-// over WebRTC data channels (package sctpddp/datachannel natively, the
-// browser's in js/wasm).
+// messages. Natively the SCTP association is package sctpddp/sctp's, over
+// DTLS over UDP (RFC 8261, github.com/pion/dtls/v3), or pion/sctp's under
+// Config.PionSCTP; the same sessions run over WebRTC data channels
+// (package sctpddp/datachannel natively, the browser's in js/wasm).
 //
 // One end listens and accepts sessions, the other dials and connects a
 // queue pair (an rdmap.QueuePair is a ddp.Endpoint):
@@ -27,7 +27,13 @@
 // # Associations
 //
 // Listen and Dial set up DTLS over UDP and an SCTP association over it:
-// Listener, Association and Stream. Every Stream sends unordered, reliable
+// Listener, Association and Stream. The association (package
+// sctpddp/sctp) announces DDP's Adaptation Layer Indication in its INIT
+// and INIT ACK and refuses a peer without it (§11.1), agrees on zero
+// checksums over DTLS (RFC 9653), recovers losses with RACK-TLP (RFC
+// 8985), and tunes its windows to the path up to Config.MaxWindow. One
+// file, sctpassoc.go, is the seam between this package and either SCTP
+// association. Every Stream sends unordered, reliable
 // DATA chunks, as §10 requires ("The adaptation layer MUST use the
 // Unordered option on all Data Chunks"), and assigns DDP-SSNs in
 // submission order. The peer is authenticated by exactly one of pinned
@@ -62,20 +68,19 @@
 //
 // # Known deviations from RFC 5043
 //
-//   - §5.1 and §11.1: "We define an Adaptation Indication that MUST appear
-//     in the INIT or INIT-ACK". pion/sctp has no way to add the RFC 5061
-//     Adaptation Layer Indication parameter (type 0xC006) to its INIT or
-//     INIT-ACK, and skips one it receives, so neither side sends or checks
-//     it. Both ends of an association made by this package use it for DDP
-//     only, which is what the indication would announce; a peer that is
-//     not DDP-capable is caught by the DTLS authentication and the
-//     DDP Stream Session exchange instead.
+//   - Under Config.PionSCTP, §5.1 and §11.1 ("We define an Adaptation
+//     Indication that MUST appear in the INIT or INIT-ACK") are not met:
+//     pion/sctp neither sends the RFC 5061 Adaptation Layer Indication
+//     (type 0xC006) nor reports one. The default association meets them.
 //   - §7.2 (multihoming): SCTP runs over one DTLS/UDP path, so there is a
 //     single address per endpoint, which §7.2 allows.
 //   - §13 (IPsec): the association is protected by DTLS (RFC 8261, as in
 //     WebRTC) rather than IPsec.
-//   - pion/sctp negotiates I-DATA (RFC 8260) by default; this package turns
-//     it off so that segments travel in the DATA chunks RFC 5043 describes.
+//   - pion/sctp negotiates I-DATA (RFC 8260) by default; under PionSCTP
+//     this package turns it off so that segments travel in the DATA chunks
+//     RFC 5043 describes. The default association sends no I-DATA.
+//   - The default association does not reset streams (RFC 6525):
+//     Stream.Close returns an error there.
 //   - On a WebRTC data channel (ChannelStream) the PPID is implied by
 //     content: the browser sends every binary message with PPID 53, so a
 //     message whose third octet is 0x00 (the high octet of a Function Code,
