@@ -45,9 +45,8 @@ var (
 	// ErrClosed: the connection, the queue pair or the Listener was
 	// closed by this end. It matches net.ErrClosed too.
 	ErrClosed error = closedError{}
-	// ErrPeerDead: the stream ended because nothing came from the peer
-	// for the transport's dead-peer time (sctpddp.Config.DeadPeerTimeout;
-	// over TCP, the kernel's retransmission timeout).
+	// ErrPeerDead: an sctp:// stream ended because nothing came from the
+	// peer for the dead-peer time (sctpddp.Config.DeadPeerTimeout).
 	ErrPeerDead = errors.New("iwarp: peer dead")
 )
 
@@ -128,8 +127,6 @@ func (c *Conn) endError(err error, closed bool) error {
 		return tag(err, "iwarp: the connection was closed here", ErrClosed)
 	case errors.Is(err, sctpddp.ErrPeerDead):
 		return tag(err, fmt.Sprintf("iwarp: peer dead: nothing from %v for %v (sctpddp.Config.DeadPeerTimeout): %s", c.remote, c.deadPeerTimeout(), deepest(err, sctpddp.ErrPeerDead)), ErrPeerDead)
-	case errors.Is(err, syscall.ETIMEDOUT):
-		return tag(err, "iwarp: peer dead: the TCP connection timed out", ErrPeerDead)
 	case errors.Is(err, rdmap.ErrDisconnected) && errors.Is(err, sctpddp.ErrSessionTerminated):
 		// "At least one side MUST send a DDP Stream Terminate." (RFC
 		// 5043 §6.2): the orderly end of a session.

@@ -337,6 +337,25 @@ func TestRequestAcceptContext(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Accept with a done context: %v", err)
 	}
+	// A request decided once cannot be decided again.
+	go func() {
+		r, err := l.Accept(ctxT(t))
+		if err != nil {
+			done <- err
+			return
+		}
+		r.Reject(nil)
+		if err := r.Reject(nil); !errors.Is(err, iwarp.ErrDecided) {
+			done <- err
+			return
+		}
+		_, err = r.Accept(ctxT(t), newSide(t).qp, nil)
+		done <- err
+	}()
+	iwarp.Dial(ctxT(t), l.URL(), newSide(t).qp, nil)
+	if err := <-done; !errors.Is(err, iwarp.ErrDecided) {
+		t.Fatalf("a second decision: %v", err)
+	}
 	// Oversized private data is refused before anything is sent.
 	go func() {
 		r, err := l.Accept(ctxT(t))

@@ -300,8 +300,8 @@ func TestPSK(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			// DTLS discards records that fail authentication (RFC 6347
-			// §4.1.2.7), so a wrong key shows as a handshake timeout.
+			// The listener answers a Finished that does not decrypt with
+			// a bad_record_mac alert (TestWrongPSKFailsBothSidesAtOnce).
 			dctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			a, err := Dial(dctx, "udp", l.Addr().String(), pskConfigs(tt.key, tt.id))
