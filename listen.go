@@ -72,8 +72,9 @@ var ErrDecided = errors.New("iwarp: the request was already accepted, rejected o
 // Accept starts qp on the connection, sending privateData (at most
 // MaxPrivateData octets, often an rdmap.RemoteBuffer: see the package
 // documentation) with the reply, and returns once the stream runs. If ctx
-// ends first, qp is closed and Accept returns ctx's error; if ctx is done
-// already, the request is refused as when its time runs out.
+// is done already, the request is refused as when its time runs out and
+// Accept returns ctx's error; if ctx ends while the reply is being sent,
+// qp is closed, which ends the set-up, and Accept returns ctx's error.
 func (r *Request) Accept(ctx context.Context, qp *rdmap.QueuePair, privateData []byte) (*Conn, error) {
 	if err := checkPrivateData(privateData); err != nil {
 		return nil, err
@@ -163,7 +164,8 @@ func (l *Listener) URL() string    { return l.url }
 // HandshakeTimeout, sctpddp.Config's AcceptTimeout): then it is refused as
 // the transport refuses it (an MPA Reply with the Reject bit, a DDP Stream
 // Session Terminate) and reported to the transport's Refused
-// (mpa.ErrBacklog, sctpddp.ErrAcceptTimeout).
+// (mpa.ErrBacklog, sctpddp.ErrAcceptTimeout). After Close it returns
+// ErrClosed; when ctx ends first, ctx's error.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	select {
 	case r := <-l.requests:
