@@ -81,7 +81,7 @@ func configErr(format string, args ...any) error {
 // checkPrivateData refuses private data above MaxPrivateData.
 func checkPrivateData(pd []byte) error {
 	if len(pd) > MaxPrivateData {
-		return configErr("%d octets of private data: at most %d (RFC 5044 §7.1's 512, less RFC 6581's 4 octets of IRD and ORD)", len(pd), MaxPrivateData)
+		return configErr("%d octets of private data: at most %d (RFC 5044 §7.1.1's 512, less RFC 6581's 4 octets of IRD and ORD)", len(pd), MaxPrivateData)
 	}
 	return nil
 }
@@ -102,12 +102,19 @@ func checkIdle(qp *rdmap.QueuePair) error {
 // caller's cancelled or expired context is passed through as itself.
 func classify(ctx context.Context, u string, err error) error {
 	var re *ddp.RejectedError
+	var dns *net.DNSError
 	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return tag(err, fmt.Sprintf("iwarp: bad address %q: no such host", u), ErrBadAddress)
+	case errors.As(err, &dns):
+		return tag(err, fmt.Sprintf("iwarp: cannot resolve %s: %v", u, err), ErrUnreachable)
 	case errors.As(err, &re):
 		return tag(err, fmt.Sprintf("iwarp: %s rejected the connection: %v", u, err), ErrRejected)
 	case errors.Is(err, sctpddp.ErrConfig):
 		return tag(err, fmt.Sprintf("iwarp: %s: %v", u, err), ErrConfig)
-	case errors.Is(err, sctpddp.ErrUnreachable), errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return tag(err, fmt.Sprintf("iwarp: nothing listens at %s: start the server, or check the port (%v)", u, err), ErrUnreachable)
+	case errors.Is(err, sctpddp.ErrUnreachable):
 		return tag(err, fmt.Sprintf("iwarp: nobody answers at %s: %v", u, err), ErrUnreachable)
 	case ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded):
 		return tag(err, fmt.Sprintf("iwarp: %s: %v", u, ctx.Err()), context.Cause(ctx))

@@ -74,6 +74,8 @@ func TestDialListenFailures(t *testing.T) {
 		{"udp scheme", "udp://127.0.0.1:1", nil, nil, []error{iwarp.ErrBadAddress}},
 		{"no port", "tcp://127.0.0.1", nil, nil, []error{iwarp.ErrBadAddress}},
 		{"a path", "sctp://127.0.0.1:1/x", nil, nil, []error{iwarp.ErrBadAddress}},
+		{"tcp, no such host", "tcp://no-such-host.invalid:1", nil, nil, []error{iwarp.ErrBadAddress}},
+		{"sctp, no such host", "sctp://no-such-host.invalid:1", nil, &iwarp.Config{SCTP: psk()}, []error{iwarp.ErrBadAddress}},
 		{"sctp without Config.SCTP", "sctp://" + silent, nil, nil, []error{iwarp.ErrConfig, sctpddp.ErrNoPeerAuthentication}},
 		{"PSK without identity", "sctp://" + silent, nil, &iwarp.Config{SCTP: &sctpddp.Config{PSK: []byte("k")}}, []error{iwarp.ErrConfig, sctpddp.ErrNoPSKIdentity}},
 		{"two authentications", "sctp://" + silent, nil, &iwarp.Config{SCTP: &sctpddp.Config{PSK: []byte("k"), PSKIdentity: []byte("i"), InsecureSkipPeerVerification: true}}, []error{iwarp.ErrConfig, sctpddp.ErrTwoAuthentications}},
@@ -91,6 +93,13 @@ func TestDialListenFailures(t *testing.T) {
 			}
 			start := time.Now()
 			_, err := iwarp.Dial(ctxT(t), tt.url, qp, tt.cfg)
+			var dns *net.DNSError
+			if errors.As(err, &dns) {
+				if !dns.IsNotFound {
+					t.Skipf("no resolver that says NXDOMAIN here: %v", err)
+				}
+				start = time.Now() // the resolver's time is not Dial's
+			}
 			for _, w := range tt.want {
 				if !errors.Is(err, w) {
 					t.Errorf("Dial: %v, want %v", err, w)

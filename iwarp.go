@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/iwarpgo/iwarp/mpa"
@@ -287,8 +288,9 @@ func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Con
 		var d net.Dialer
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
+			var dns *net.DNSError
 			switch cerr := ctx.Err(); {
-			case errors.Is(cerr, context.Canceled):
+			case errors.Is(cerr, context.Canceled), errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dns):
 				return nil, classify(ctx, u, err)
 			case cerr != nil:
 				return nil, tag(err, fmt.Sprintf("iwarp: nobody answers at %s in time: %v", u, err), ErrUnreachable, cerr)

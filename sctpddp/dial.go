@@ -85,7 +85,7 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 			return nil, fmt.Errorf("sctpddp: dialing %s: %w", addr, cerr) // the caller's: said as such
 		}
 		if !pc.answered.Load() {
-			return nil, fmt.Errorf("%w from %s within %v: nothing listens there, or the path drops UDP: %w", ErrUnreachable, addr, s.HandshakeTimeout, err)
+			return nil, fmt.Errorf("%w from %s within %v: nothing listens there, or the path drops UDP: %w", ErrUnreachable, addr, s.HandshakeTimeout.Round(time.Millisecond), err)
 		}
 		return nil, handshakeError(s, addr, err)
 	}
