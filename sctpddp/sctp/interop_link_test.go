@@ -32,14 +32,14 @@ import (
 // dup; each packet read is dropped with probability loss.
 type lossyConn struct {
 	net.Conn
-	loss, dup, reorder float64
 
-	mu      sync.Mutex // guards what follows
-	rng     *rand.Rand
-	held    []byte // a packet sent after the next one
-	dropped int
-	duped   int
-	swapped int
+	mu                 sync.Mutex // guards what follows
+	loss, dup, reorder float64
+	rng                *rand.Rand
+	held               []byte // a packet sent after the next one
+	dropped            int
+	duped              int
+	swapped            int
 }
 
 func newLossyConn(c net.Conn, seed uint64, loss, dup, reorder float64) *lossyConn {
@@ -85,6 +85,18 @@ func (c *lossyConn) Read(b []byte) (int, error) {
 		if !drop {
 			return n, nil
 		}
+	}
+}
+
+// stop makes the link clean from now on: the packet held back is sent
+// and nothing more is dropped, duplicated or reordered.
+func (c *lossyConn) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loss, c.dup, c.reorder = 0, 0, 0
+	if c.held != nil {
+		c.Conn.Write(c.held)
+		c.held = nil
 	}
 }
 
