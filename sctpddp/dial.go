@@ -3,7 +3,9 @@
 package sctpddp
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -250,15 +252,35 @@ func (l *Listener) handshake(c *muxConn) {
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.s.HandshakeTimeout)
 	defer cancel()
-	opts := l.opts
+	opts := l.opts[:len(l.opts):len(l.opts)]
+	authErr := new(authFailure)
+	if l.s.auth == authFingerprint {
+		// This connection's own check, so that Refused can say which
+		// certificate the peer presented.
+		opts = append(opts, dtls.WithVerifyPeerCertificate(func(raw [][]byte, _ [][]*x509.Certificate) error {
+			err := l.s.verifyPinned(raw)
+			authErr.set(err)
+			return err
+		}))
+	}
 	var wrongKey atomic.Bool
 	if l.s.auth == authPSK {
+		// This connection's own key callback, so that Refused can name
+		// an identity it does not know.
+		opts = append(opts, dtls.WithPSK(func(id []byte) ([]byte, error) {
+			if !bytes.Equal(id, l.s.PSKIdentity) {
+				err := fmt.Errorf("%w %q", ErrPSKIdentity, id)
+				authErr.set(err)
+				return nil, err
+			}
+			return l.s.PSK, nil
+		}))
 		// A client's Finished that does not decrypt was sent under
 		// another key: refuse it with a fatal bad_record_mac at once,
 		// as RFC 6347 §4.1.2.7 lets an implementation that alerts on an
 		// invalid MAC, so that the client fails now rather than at its
 		// handshake timeout.
-		opts = append(opts[:len(opts):len(opts)], dtls.WithLoggerFactory(decryptWatchFactory{base: l.s.loggerFactory(), onFail: func() {
+		opts = append(opts, dtls.WithLoggerFactory(decryptWatchFactory{base: l.s.loggerFactory(), onFail: func() {
 			if wrongKey.CompareAndSwap(false, true) {
 				_, _ = c.WriteTo(alertRecord(alert.Fatal, alert.BadRecordMac, alertSeq), c.RemoteAddr())
 				cancel()
@@ -279,11 +301,15 @@ func (l *Listener) handshake(c *muxConn) {
 		}
 		if c.progressed.Load() && l.ctx.Err() == nil {
 			// The peer answered the cookie exchange (the address is
-			// its own): say why it did not get in. A wrong pre-shared
-			// key shows so: the peer's Finished never decrypts.
-			if c.evictedOut.Load() {
+			// its own): say why it did not get in.
+			switch a, e := authErr.get(), refusedByAlert(l.s, c.RemoteAddr().String(), err); {
+			case c.evictedOut.Load():
 				l.s.refused(c.RemoteAddr(), errEvicted)
-			} else {
+			case a != nil:
+				l.s.refused(c.RemoteAddr(), fmt.Errorf("%w: %s refused: %w", ErrHandshake, c.RemoteAddr(), a))
+			case e != nil:
+				l.s.refused(c.RemoteAddr(), e)
+			default:
 				l.s.refused(c.RemoteAddr(), fmt.Errorf("%w (a wrong pre-shared key or identity, or an untrusted certificate?): %w", ErrHandshake, err))
 			}
 		}

@@ -101,7 +101,10 @@ func TestWrongPSKFailsBothSidesAtOnce(t *testing.T) {
 // A PSK identity the server does not know is refused at once too.
 func TestWrongPSKIdentityFailsAtOnce(t *testing.T) {
 	ctx := testCtx(t)
-	l, err := Listen(ctx, "udp", "127.0.0.1:0", pskConfigs("s3cret-key", "node-a"))
+	srv := pskConfigs("s3cret-key", "node-a")
+	var heard refusals
+	srv.Refused = heard.hear
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,16 +114,38 @@ func TestWrongPSKIdentityFailsAtOnce(t *testing.T) {
 	if d := time.Since(start); d > time.Second || !errors.Is(err, ErrPSKIdentity) || !strings.Contains(err.Error(), `"node-b"`) {
 		t.Fatalf("after %v: %v", d, err)
 	}
+	if why := heard.first(t); !errors.Is(why, ErrPSKIdentity) || !strings.Contains(why.Error(), `"node-b"`) {
+		t.Fatalf("the listener heard %v", why)
+	}
+}
+
+// first waits up to a second for the first refusal.
+func (r *refusals) first(t *testing.T) error {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		if len(r.why) > 0 {
+			defer r.mu.Unlock()
+			return r.why[0]
+		}
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the listener heard of no refusal within a second")
+		}
+	}
 }
 
 // A server that pins another fingerprint refuses the client's certificate
-// with an alert: the client fails at once and names its own fingerprint.
+// with an alert: the client fails at once and names its own fingerprint,
+// the server names the one the client presented.
 func TestUnpinnedClientFailsAtOnce(t *testing.T) {
 	ctx := testCtx(t)
 	srv, cli := pinnedConfigs(t)
 	_, other := mustCert(t)
 	s := *srv
 	s.PeerFingerprints = []Fingerprint{other}
+	var heard refusals
+	s.Refused = heard.hear
 	l, err := Listen(ctx, "udp", "127.0.0.1:0", &s)
 	if err != nil {
 		t.Fatal(err)
@@ -128,9 +153,37 @@ func TestUnpinnedClientFailsAtOnce(t *testing.T) {
 	defer l.Close()
 	start := time.Now()
 	_, err = Dial(ctx, "udp", l.Addr().String(), cli)
-	if d := time.Since(start); d > time.Second || !errors.Is(err, ErrPeerRefusedCertificate) ||
-		!strings.Contains(err.Error(), FingerprintOf(cli.Certificate.Certificate[0]).String()) {
+	fp := FingerprintOf(cli.Certificate.Certificate[0]).String()
+	if d := time.Since(start); d > time.Second || !errors.Is(err, ErrPeerRefusedCertificate) || !strings.Contains(err.Error(), fp) {
 		t.Fatalf("after %v: %v", d, err)
+	}
+	if why := heard.first(t); !errors.Is(why, ErrFingerprintMismatch) || !strings.Contains(why.Error(), fp) {
+		t.Fatalf("the listener heard %v", why)
+	}
+}
+
+// A client that pins another fingerprint refuses the server's certificate
+// with an alert: the server hears at once that its certificate was
+// refused.
+func TestServerRefusedByClientHearsAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	srv, cli := pinnedConfigs(t)
+	_, other := mustCert(t)
+	s := *srv
+	var heard refusals
+	s.Refused = heard.hear
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := *cli
+	c.PeerFingerprints = []Fingerprint{other}
+	if _, err := Dial(ctx, "udp", l.Addr().String(), &c); !errors.Is(err, ErrFingerprintMismatch) {
+		t.Fatalf("Dial: %v", err)
+	}
+	if why := heard.first(t); !errors.Is(why, ErrPeerRefusedCertificate) {
+		t.Fatalf("the listener heard %v", why)
 	}
 }
 
