@@ -116,6 +116,8 @@ func TestAnswerFigures(t *testing.T) {
 
 	pdu128 := mustFPDU(t, mpa.MinMULPDU, 0, false)
 	pdu3014 := mustFPDU(t, 3000+ddp.TaggedHeaderLen, 0, false)
+	rtr := mustFPDU(t, ddp.TaggedHeaderLen, 0, false)
+	rtrMarked := mustFPDU(t, ddp.TaggedHeaderLen, 0, true) // the Marker at position 0 first
 
 	figures := []string{
 		// Lab 1 A1: RFC 5041 Figures 4 and 5.
@@ -134,6 +136,9 @@ func TestAnswerFigures(t *testing.T) {
 		fmt.Sprintf("%d - %d = %d", user-wire.SSNLen, sctpSACK, mulpdu),
 		// Lab 2 A7: an FPDU with a ULPDU of MPA's floor.
 		fmt.Sprintf("%d + %d + %d + %d = %d", mpa.LengthFieldLen, mpa.MinMULPDU, mpa.PadLen(mpa.MinMULPDU), mpa.CRCLen, len(pdu128)),
+		// Lab 2 A9: the RTR, a zero-length RDMA Write, and a Marker.
+		fmt.Sprintf("%d + %d + %d + %d = %d octets", mpa.LengthFieldLen, ddp.TaggedHeaderLen, mpa.PadLen(ddp.TaggedHeaderLen), mpa.CRCLen, len(rtr)),
+		fmt.Sprintf("%d + %d = %d", len(rtr), mpa.MarkerLen, len(rtrMarked)),
 		// Lab 2 A8 and lab 7 A4: MPA's largest MULPDU.
 		fmt.Sprintf("MPA allows, %d", mpa.MaxMULPDU),
 		fmt.Sprintf("MPA's largest, %d, once the connection's EMSS is %d", mpa.MULPDU(65483, false), 65483),
