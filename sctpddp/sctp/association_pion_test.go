@@ -80,7 +80,9 @@ func dtlsConnPair(t *testing.T) (client, server net.Conn) {
 
 // pionPair associates this package on ours and pion/sctp on theirs,
 // this package as the client (the side that sends INIT) if oursClient.
-func pionPair(t *testing.T, ours, theirs net.Conn, oursClient bool, cfg Config) (*Association, *pion.Association) {
+// With zeroChecksum both announce Zero Checksum Acceptable (RFC 9653), as
+// sctp:// does over DTLS, and both must see the other's.
+func pionPair(t *testing.T, ours, theirs net.Conn, oursClient, zeroChecksum bool, cfg Config) (*Association, *pion.Association) {
 	t.Helper()
 	type res struct {
 		a   *pion.Association
@@ -91,15 +93,18 @@ func pionPair(t *testing.T, ours, theirs net.Conn, oursClient bool, cfg Config) 
 		var a *pion.Association
 		var err error
 		if oursClient {
-			a, err = pion.ServerWithOptions(pion.WithNetConn(theirs), pion.WithLoggerFactory(pionLogger()))
+			a, err = pion.ServerWithOptions(pion.WithNetConn(theirs), pion.WithLoggerFactory(pionLogger()),
+				pion.WithEnableZeroChecksum(zeroChecksum))
 		} else {
-			a, err = pion.ClientWithOptions(pion.WithNetConn(theirs), pion.WithLoggerFactory(pionLogger()))
+			a, err = pion.ClientWithOptions(pion.WithNetConn(theirs), pion.WithLoggerFactory(pionLogger()),
+				pion.WithEnableZeroChecksum(zeroChecksum))
 		}
 		ch <- res{a, err}
 	}()
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
 	}
+	cfg.Handshake.ZeroChecksum = zeroChecksum
 	start := Server
 	if oursClient {
 		start = Client
@@ -112,8 +117,12 @@ func pionPair(t *testing.T, ours, theirs net.Conn, oursClient bool, cfg Config) 
 	if r.err != nil {
 		t.Fatalf("pion: %v", r.err)
 	}
-	if a.Established().PeerAdaptation.DDP() {
-		t.Errorf("pion sent an Adaptation Layer Indication: %+v", a.Established().PeerAdaptation)
+	est := a.Established()
+	if est.PeerAdaptation.DDP() {
+		t.Errorf("pion sent an Adaptation Layer Indication: %+v", est.PeerAdaptation)
+	}
+	if est.SendZeroChecksum != zeroChecksum || est.ReceiveZeroChecksum != zeroChecksum {
+		t.Errorf("zero checksum: send %v, receive %v; want %v", est.SendZeroChecksum, est.ReceiveZeroChecksum, zeroChecksum)
 	}
 	return a, r.a
 }
@@ -240,8 +249,9 @@ func exchangePion(t *testing.T, ours *Association, theirs *pion.Association, cou
 }
 
 // TestInteropPion runs this package against pion/sctp in both roles,
-// over UDP and over DTLS: 200 messages of up to 8 KiB each way on 5
-// streams, then a SHUTDOWN started by the client. Over UDP the packets
+// over UDP and over DTLS (there with zero checksums, RFC 9653): 200
+// messages of up to 8 KiB each way on 5 streams, then a SHUTDOWN
+// started by the client. Over UDP the packets
 // are captured and dissected by tshark: no malformed packet, every
 // checksum good, the Adaptation Layer Indication in this package's INIT
 // or INIT ACK and none in pion's, and the SHUTDOWN sequence complete.
@@ -262,7 +272,7 @@ func TestInteropPion(t *testing.T) {
 				} else {
 					ours, theirs = dtlsConnPair(t)
 				}
-				a, p := pionPair(t, ours, theirs, oursClient, Config{})
+				a, p := pionPair(t, ours, theirs, oursClient, transport == "dtls", Config{})
 				defer p.Close()
 				exchangePion(t, a, p, 200, 8<<10, 5, 20*time.Second)
 				shutdownWithPion(t, a, p, oursClient)

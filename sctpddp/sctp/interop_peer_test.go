@@ -188,7 +188,8 @@ func echoExchange(t *testing.T, a *Association, count, maxLen int, streams uint1
 // streams, with the peer as the passive side: this side sends a DDP
 // Stream Session Initiate, the peer a DDP Stream Session Accept; each
 // side then sends segments DDP Segment Chunks with DDP-SSNs 1, 2, ...
-// (untagged DDP Segments, RFC 5041 §4.3), and this side's DDP Stream
+// (each an untagged DDP Segment, RFC 5041 §4.3; the peer's carry ours
+// back), and this side's DDP Stream
 // Session Terminate is answered by the peer's. Every message is
 // unordered (RFC 5043 §5.2.1); the peer's DDP-SSNs must have no gaps
 // (§6: "The DDP-SSNs assigned to the Data Chunks for a session MUST NOT
