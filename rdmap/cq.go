@@ -304,10 +304,9 @@ func (cq *CompletionQueue) wakeOne() {
 // When this CQ serves a single queue pair and its next completion can
 // come only from that queue pair's incoming segments (a receive, or the
 // Responses to the Reads, or the one Atomic, that the send queue holds),
-// the waiting
-// goroutine lets the queue pair's LLP do its receive work on it
-// (ddp.Poller; MPA over plain TCP is one), so that the network wakes the
-// waiter itself.
+// the waiting goroutine lets the queue pair's LLP do its receive work on
+// it (ddp.Poller; MPA over plain TCP is one), so that the network wakes
+// the waiter itself.
 func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	var one [1]Completion
 	// Poll for a while first if asked to (SetSpin), as RDMA applications
@@ -327,13 +326,15 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 	}
 	// asked is an LLP whose Poll returned false: it may keep this
 	// waiter's request for its receive work, which the waiter withdraws
-	// when it leaves (Unpoll).
+	// when it leaves.
 	var asked ddp.Poller
+	defer func() {
+		if asked != nil {
+			asked.Unpoll()
+		}
+	}()
 	for {
 		if cq.Poll(one[:]) == 1 {
-			if asked != nil {
-				asked.Unpoll()
-			}
 			return one[0], nil
 		}
 		cq.mu.Lock()
@@ -355,16 +356,15 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 			}
 		}
 		cq.mu.Lock()
-		if cq.n > 0 {
+		switch {
+		case cq.n > 0:
 			cq.mu.Unlock()
 			continue
-		}
-		if cq.over() {
+		case cq.over():
+			// The other sleepers return too, one waking the next.
+			cq.wakeOne()
 			err := cq.ended
 			cq.mu.Unlock()
-			if asked != nil {
-				asked.Unpoll()
-			}
 			return Completion{}, err
 		}
 		cq.sleepers++
@@ -375,20 +375,15 @@ func (cq *CompletionQueue) Wait(ctx context.Context) (Completion, error) {
 		}
 		cq.mu.Lock()
 		cq.sleepers--
-		if cq.over() {
-			// The other sleepers return too.
-			cq.wakeOne()
-		}
-		if err := ctx.Err(); err != nil {
+		err := ctx.Err()
+		if err != nil {
 			// The wake-up this goroutine may have taken goes to another.
 			cq.wakeOne()
-			cq.mu.Unlock()
-			if asked != nil {
-				asked.Unpoll()
-			}
-			return Completion{}, err
 		}
 		cq.mu.Unlock()
+		if err != nil {
+			return Completion{}, err
+		}
 	}
 }
 
