@@ -21,7 +21,7 @@ func decodeMPA(streams []*pcapfile.Stream) []Record {
 		}
 		conn++
 		rep := pcapfile.Lookup(streams, s.Flow.Reverse())
-		recs = append(recs, decodeMPAConn(conn, s, rep)...)
+		recs = decodeMPAConn(recs, conn, s, rep)
 	}
 	return recs
 }
@@ -31,8 +31,8 @@ func tcpRecord(conn int, s *pcapfile.Stream, off int) Record {
 	return Record{Time: s.TimeAt(off), Conn: conn, Transport: "tcp", Src: s.Flow.Src.String(), Dst: s.Flow.Dst.String(), order: off}
 }
 
-func decodeMPAConn(conn int, reqS, repS *pcapfile.Stream) []Record {
-	var recs []Record
+// decodeMPAConn appends the records of one connection to recs.
+func decodeMPAConn(recs []Record, conn int, reqS, repS *pcapfile.Stream) []Record {
 	fail := func(s *pcapfile.Stream, off int, note string) {
 		r := tcpRecord(conn, s, off)
 		r.Kind, r.Note = KindError, note
@@ -64,9 +64,8 @@ func decodeMPAConn(conn int, reqS, repS *pcapfile.Stream) []Record {
 		return recs
 	}
 	fromInit, fromResp := mpa.Negotiate(&req, &rep)
-	recs = append(recs, decodeFPDUs(conn, reqS, n, fromInit)...)
-	recs = append(recs, decodeFPDUs(conn, repS, m, fromResp)...)
-	return recs
+	recs = decodeFPDUs(recs, conn, reqS, n, fromInit)
+	return decodeFPDUs(recs, conn, repS, m, fromResp)
 }
 
 func frameWords(f *mpa.Frame) string {
@@ -95,12 +94,14 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// decodeFPDUs decodes the FPDUs of one direction, from offset start.
-func decodeFPDUs(conn int, s *pcapfile.Stream, start int, o mpa.Options) []Record {
-	var recs []Record
+// decodeFPDUs appends the records of the FPDUs of one direction, from
+// offset start, to recs.
+func decodeFPDUs(recs []Record, conn int, s *pcapfile.Stream, start int, o mpa.Options) []Record {
 	data := s.Data[start:]
+	src, dst := s.Flow.Src.String(), s.Flow.Dst.String()
 	for pos := 0; pos < len(data); {
-		r := tcpRecord(conn, s, start+pos)
+		off := start + pos
+		r := Record{Time: s.TimeAt(off), Conn: conn, Transport: "tcp", Src: src, Dst: dst, order: off}
 		u, n, err := mpa.ParseFPDU(nil, data[pos:], uint64(pos), o)
 		crc := CRCGood
 		if errors.Is(err, term.MPACRCError) {

@@ -149,6 +149,23 @@ try {
   if (!(await page.textContent("#detail")).includes("Answers#4")) fail("the Read Response does not answer #4");
   await page.screenshot({ path: join(out, "replay-siw-terminate-detail.png"), fullPage: true });
 
+  step("a Send placed before it is delivered (lab 11 step 4)");
+  await chooseBundled(page, "perf-send-tcp-markers.pcap");
+  const msn3 = async () => page.evaluate(() => {
+    const r = [...document.querySelectorAll("#remote-regions .region")].find((d) => d.dataset.tagged === "0" && d.dataset.qn === "0" && d.dataset.msn === "3");
+    if (!r) return null;
+    const c = [...r.querySelectorAll(".cell")];
+    return { pending: c.filter((x) => x.classList.contains("pending")).length, delivered: c.filter((x) => x.classList.contains("delivered")).length, cq: document.getElementById("remote-cq").textContent };
+  });
+  await page.fill("#rp-jump-n", "9");
+  await page.click("#rp-jump");
+  const before = await msn3();
+  if (!before || before.pending !== 512 || before.delivered !== 0) fail("after #8 and #9 the Send's cells should all be placed, none delivered: " + JSON.stringify(before));
+  await page.click("#rp-step");
+  const after = await msn3();
+  if (!after || after.delivered !== 512 || after.pending !== 0 || !after.cq.includes("#10 delivers Send")) fail("after #10 the Send should be delivered: " + JSON.stringify(after));
+  await page.screenshot({ path: join(out, "replay-send-delivered.png"), fullPage: true });
+
   step("bad files: each says what is wrong, the page stays usable");
   for (const [file, kinds, text] of [
     ["truncated.pcap", ["warn"], "truncated"],
