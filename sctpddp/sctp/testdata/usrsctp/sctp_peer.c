@@ -8,20 +8,20 @@
  *
  * One one-to-one (SOCK_STREAM) association, as client (-c ADDR:PORT) or
  * server (-s, accepting one association). It sets the Adaptation Layer
- * Indication (RFC 5061 4.2.6) to -a's code point (1 is DDP's, RFC 5043
- * 11.1; -a none sets none), prints the peer's indication when the
+ * Indication (RFC 5061 §4.2.6) to -a's code point (1 is DDP's, RFC 5043
+ * §11.1; -a none sets none), prints the peer's indication when the
  * SCTP_ADAPTATION_INDICATION notification comes, and answers every user
  * message on the stream it came on, until the peer shuts down:
  *
- *   - PPID 17 (DDP Stream Session Control, RFC 5043 5.2.3): a DDP Stream
+ *   - PPID 17 (DDP Stream Session Control, RFC 5043 §5.2.3): a DDP Stream
  *     Session Initiate is answered with a DDP Stream Session Accept whose
  *     Private Data is the Initiate's, a Terminate with a Terminate. The
- *     stream's DDP-SSN starts at 0 with the Accept (RFC 5043 6.1).
- *   - PPID 16 (DDP Segment Chunk, 5.2.2): the DDP Segment is sent back in
+ *     stream's DDP-SSN starts at 0 with the Accept (RFC 5043 §6.1).
+ *   - PPID 16 (DDP Segment Chunk, §5.2.2): the DDP Segment is sent back in
  *     a DDP Segment Chunk of this side's next DDP-SSN.
  *   - any other PPID: the message is echoed, same PPID and U bit.
  *
- * Every DDP message is sent unordered (RFC 5043 5.2.1). The output is
+ * Every DDP message is sent unordered (RFC 5043 §5.2.1). The output is
  * one line per event, for the test to read: "listening", "established",
  * "adaptation N", "done messages=N accepts=N terminates=N".
  */
