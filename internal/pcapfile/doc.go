@@ -9,7 +9,8 @@
 //     v2, BSD/OpenBSD loopback and raw IP link layers; IPv4 and IPv6
 //     (hop-by-hop, routing and destination options headers). DecodeTCP
 //     and DecodeSCTP decode what it finds (DecodeSCTP also the records of
-//     Wireshark's "Export PDUs to File", DecodeExportedPDU).
+//     Wireshark's "Export PDUs to File", DecodeExportedPDU, and SCTP in
+//     UDP as RFC 6951 encapsulates it, known by its checksum).
 //   - Assembler and ReadStreams: each direction's TCP byte stream put
 //     back together by sequence number, with retransmitted and
 //     overlapping segments merged, missing octets reported as a

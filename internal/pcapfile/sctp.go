@@ -60,8 +60,9 @@ func (c SCTPChunk) Data() (d DataChunk, ok bool) {
 }
 
 // DecodeSCTP decodes an SCTP packet: in IPv4 or IPv6 (protocol 132) on the
-// link types DecodeIP knows, or in LinkUpperPDU records whose protocol is
-// "sctp" (or not given). Packets that are not SCTP give ErrNotSCTP;
+// link types DecodeIP knows, in UDP as RFC 6951 encapsulates it (a
+// datagram whose SCTP checksum is right), or in LinkUpperPDU records whose
+// protocol is "sctp" (or not given). Packets that are not SCTP give ErrNotSCTP;
 // malformed ones an error wrapping ErrFormat. A malformed chunk gives an
 // error too, with the chunks before it in Chunks.
 func DecodeSCTP(lt LinkType, data []byte) (SCTPPacket, error) {
@@ -79,6 +80,12 @@ func DecodeSCTP(lt LinkType, data []byte) (SCTPPacket, error) {
 		src, dst, b = e.Src, e.Dst, e.Payload
 	} else {
 		ip, err := DecodeIP(lt, data)
+		if err == nil && ip.Proto == ProtoUDP {
+			// RFC 6951: SCTP over UDP.
+			if ip.Payload = sctpInUDP(ip.Payload); ip.Payload != nil {
+				ip.Proto = ProtoSCTP
+			}
+		}
 		if err == ErrNotIP || err == nil && ip.Proto != ProtoSCTP {
 			return p, ErrNotSCTP
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -304,5 +305,35 @@ func TestNotIWARP(t *testing.T) {
 	_, _, err := Decode(udpCapture(t, []byte("first"), rec))
 	if !errors.Is(err, ErrEncrypted) || !strings.Contains(err.Error(), "--pcap") || !strings.Contains(err.Error(), "--keylog") {
 		t.Errorf("DTLS: %v", err)
+	}
+}
+
+// TestSCTPOverUDP replays a DDP Segment in SCTP over UDP (RFC 6951), as
+// an SCTP stack that encapsulates sends it: an RDMA Write lands.
+func TestSCTPOverUDP(t *testing.T) {
+	h := ddp.Header{Tagged: true, Last: true, DV: ddp.Version, RsvdULP: [5]byte{byte(rdmap.OpWrite)}, STag: 7, TO: 0x100}
+	data := append([]byte{0, 1}, append(h.Append(nil), "abcd"...)...) // DDP-SSN 1, the segment
+	sctp := []byte{0x13, 0x88, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 0}
+	sctp = append(sctp, 0, 0x07) // DATA: unordered, beginning and end
+	sctp = binary.BigEndian.AppendUint16(sctp, uint16(16+len(data)))
+	sctp = binary.BigEndian.AppendUint32(sctp, 1)  // TSN
+	sctp = append(sctp, 0, 1, 0, 0)                // stream 1, SSN 0
+	sctp = binary.BigEndian.AppendUint32(sctp, 16) // PPID: DDP Segment
+	sctp = append(sctp, data...)
+	for len(sctp)%4 != 0 {
+		sctp = append(sctp, 0)
+	}
+	binary.LittleEndian.PutUint32(sctp[8:], crc32.Checksum(sctp, crc32.MakeTable(crc32.Castagnoli)))
+	m, warn, err := Decode(udpCapture(t, sctp))
+	if err != nil || warn != "" {
+		t.Fatal(err, warn)
+	}
+	checkModel(t, m)
+	if len(m.Events) != 1 || m.Events[0].Rec.Transport != "sctp" || m.Events[0].Buffer == 0 {
+		t.Fatalf("events %+v", m.Events)
+	}
+	s := m.Snapshot(1, []int{m.Events[0].Buffer})[0]
+	if string(s.Data) != "abcd" || s.Cells != "dddd" {
+		t.Errorf("buffer %q %q", s.Data, s.Cells)
 	}
 }
