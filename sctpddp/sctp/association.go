@@ -1200,7 +1200,14 @@ func (a *Association) flush(now time.Time) {
 		if b.Len() == chunk.HeaderLen {
 			return
 		}
-		a.send(b.Finish())
+		if a.est.SendZeroChecksum {
+			// The peer announced Zero Checksum Acceptable (RFC 9653):
+			// over DTLS its MAC protects the packet, and the CRC32c of
+			// every data packet is work for nothing.
+			a.send(b.FinishZeroChecksum())
+		} else {
+			a.send(b.Finish())
+		}
 	}
 }
 

@@ -96,8 +96,10 @@
 //     direction is announced on its own: Established.SendZeroChecksum
 //     follows the peer's Zero Checksum Acceptable alone, and
 //     ReceiveZeroChecksum this endpoint's.
-//   - The packets built here always carry the CRC32c, even to a peer that
-//     accepts zero checksums. The caller verifies the CRC32c of the INIT
+//   - The handshake's packets always carry the CRC32c, even to a peer
+//     that accepts zero checksums; the association's data packets (DATA,
+//     SACK, HEARTBEAT ACK) go with a zero Checksum to a peer that
+//     announced Zero Checksum Acceptable. The caller verifies the CRC32c of the INIT
 //     and COOKIE ECHO it hands in; a zero Checksum is fine on an INIT ACK
 //     after an INIT that announced Zero Checksum Acceptable (pion/sctp
 //     sends one).
