@@ -221,7 +221,10 @@ func TestWrongKeyFailsAtOnce(t *testing.T) {
 			t.Fatal("the listener did not hear of the wrong key")
 		}
 	}
-	if why := refused[0]; !errors.Is(why, sctpddp.ErrPSKMismatch) || !strings.Contains(why.Error(), `"iwarp"`) {
+	mu.Lock()
+	why := refused[0]
+	mu.Unlock()
+	if !errors.Is(why, sctpddp.ErrPSKMismatch) || !strings.Contains(why.Error(), `"iwarp"`) {
 		t.Fatalf("the listener heard %v", why)
 	}
 }
