@@ -498,3 +498,27 @@ func TestPeerDead(t *testing.T) {
 	}
 	t.Logf("%v: %v", time.Since(start), cli.Err())
 }
+
+// A peer that answers but does not speak MPA fails the set-up: ErrHandshake.
+func TestDialNotMPA(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	_, err = iwarp.Dial(ctxT(t), "tcp://"+l.Addr().String(), newSide(t).qp, nil)
+	if !errors.Is(err, iwarp.ErrHandshake) || errors.Is(err, iwarp.ErrUnreachable) {
+		t.Fatalf("Dial to a server that is not MPA: %v", err)
+	}
+	t.Log(err)
+}
