@@ -174,7 +174,7 @@ func (qp *QueuePair) waitsForResponses() bool {
 // this stream is being written), no Response is queued before this one
 // (RFC 5040 §5.2.2, RFC 7306 §5.4 rule 8: Responses leave in Request
 // order) and the LLP takes the Response's one segment without waiting
-// (ddp.LLP's WriteNow).
+// (ddp.NowWriter).
 func (qp *QueuePair) answer(r response) {
 	if qp.sendMu.TryLock() {
 		qp.mu.Lock()

@@ -134,8 +134,8 @@ func (e *End) WriteSegment(hdr []byte, payload [][]byte) error {
 	return e.cutIf(cut, err)
 }
 
-// WriteNow implements ddp.NowWriter: WriteSegment when a packet buffer and room
-// in the other end's queue are there already.
+// WriteNow implements ddp.NowWriter: WriteSegment when a packet buffer
+// and room in the other end's queue are there already.
 func (e *End) WriteNow(hdr []byte, payload [][]byte) (bool, error) {
 	d := e.out
 	d.mu.Lock()
