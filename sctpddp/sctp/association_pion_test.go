@@ -285,10 +285,11 @@ func TestInteropPion(t *testing.T) {
 					ourChunk = "1" // INIT
 				}
 				checkDissection(t, r, map[string]bool{ourChunk: true})
+				checkFragmented(t, r, capture)
 				if r.chunks["7"] == 0 || r.chunks["8"] == 0 || r.chunks["14"] == 0 {
 					t.Errorf("SHUTDOWN %d, SHUTDOWN ACK %d, SHUTDOWN COMPLETE %d", r.chunks["7"], r.chunks["8"], r.chunks["14"])
 				}
-				t.Logf("tshark: %d frames, chunks %v", r.frames, r.chunks)
+				t.Logf("tshark: %d frames, chunks %v, DATA chunks of fragments by UDP source port %v", r.frames, r.chunks, r.fragments)
 			})
 		}
 	}

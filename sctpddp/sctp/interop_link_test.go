@@ -200,6 +200,9 @@ type tsharkSCTP struct {
 	// the Adaptation Layer Indication's code point ("" if it had none).
 	adaptation [][2]string
 	chunks     map[string]int // chunk type (decimal) -> count
+	// fragments counts, by UDP source port, the DATA chunks that carry
+	// part of a message (B and E not both set, RFC 9260 §3.3.1).
+	fragments map[uint16]int
 }
 
 // dissect has tshark decode the capture at path with udp.port==port as
@@ -217,7 +220,8 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
 		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed",
 		"-e", "sctp.checksum.status", "-e", "sctp.chunk_type",
-		"-e", "sctp.parameter_type", "-e", "sctp.adaptation_layer_indication").Output()
+		"-e", "sctp.parameter_type", "-e", "sctp.adaptation_layer_indication",
+		"-e", "udp.srcport", "-e", "sctp.data_b_bit", "-e", "sctp.data_e_bit").Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -225,10 +229,10 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 		}
 		t.Fatalf("tshark: %v", err)
 	}
-	r := tsharkSCTP{chunks: map[string]int{}}
+	r := tsharkSCTP{chunks: map[string]int{}, fragments: map[uint16]int{}}
 	for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 7 {
+		if len(f) != 10 {
 			t.Fatalf("tshark line %q", line)
 		}
 		r.frames++
@@ -238,6 +242,15 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 		for _, s := range strings.Split(f[3], ",") {
 			if s != "1" { // 1: Good
 				t.Errorf("frame %s: checksum status %q", f[0], f[3])
+			}
+		}
+		if f[8] != "" {
+			src, _ := strconv.ParseUint(f[7], 10, 16)
+			b, e := strings.Split(f[8], ","), strings.Split(f[9], ",")
+			for i := range b {
+				if i >= len(e) || b[i] != "1" || e[i] != "1" {
+					r.fragments[uint16(src)]++
+				}
 			}
 		}
 		types := strings.Split(f[4], ",")
@@ -278,6 +291,18 @@ func checkDissection(t *testing.T, r tsharkSCTP, want map[string]bool) {
 	}
 	if r.chunks["0"] == 0 || r.chunks["3"] == 0 {
 		t.Errorf("tshark shows %d DATA and %d SACK chunks", r.chunks["0"], r.chunks["3"])
+	}
+}
+
+// checkFragmented checks that tshark saw both ends of the captured
+// socket fragment messages: this side's reassembly met the peer's
+// fragments, and the peer's ours.
+func checkFragmented(t *testing.T, r tsharkSCTP, c *captureConn) {
+	t.Helper()
+	ours, peer := c.local().Port(), c.remote().Port()
+	if r.fragments[ours] == 0 || r.fragments[peer] == 0 {
+		t.Errorf("DATA chunks carrying fragments: %d from this side (port %d), %d from the peer (port %d); want some from each",
+			r.fragments[ours], ours, r.fragments[peer], peer)
 	}
 }
 

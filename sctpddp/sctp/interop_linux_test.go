@@ -247,5 +247,6 @@ func linuxRun(t *testing.T, a *Association, peer *linuxguest.Proc, capture *capt
 	}
 	r := dissect(t, capture.writePcap(t, t.TempDir()), port)
 	checkDissection(t, r, map[string]bool{"1": true, "2": true})
-	t.Logf("tshark: %d frames, chunks %v", r.frames, r.chunks)
+	checkFragmented(t, r, capture)
+	t.Logf("tshark: %d frames, chunks %v, DATA chunks of fragments by UDP source port %v", r.frames, r.chunks, r.fragments)
 }

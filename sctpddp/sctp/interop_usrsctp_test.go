@@ -168,7 +168,8 @@ func TestInteropUsrsctp(t *testing.T) {
 			p.wait(t, 10*time.Second)
 			r := dissect(t, capture.writePcap(t, t.TempDir()), uint16(peerUDP))
 			checkDissection(t, r, map[string]bool{"1": true, "2": true})
-			t.Logf("tshark: %d frames, chunks %v", r.frames, r.chunks)
+			checkFragmented(t, r, capture)
+			t.Logf("tshark: %d frames, chunks %v, DATA chunks of fragments by UDP source port %v", r.frames, r.chunks, r.fragments)
 		})
 	}
 }
