@@ -11,7 +11,7 @@ const SLOW_MS = 200;
 // the oldest events are drawn at once rather than kept for minutes.
 const SLOW_MAX = 3000;
 
-const slow = { on: false, queue: [], next: 0, draining: false };
+const slow = { on: false, queue: [], next: 0, draining: false, shown: null };
 
 // slowTimed says which events take SLOW_MS to draw; the others (sends,
 // completions, state changes) are drawn with the timed event before
@@ -50,10 +50,13 @@ function slowDrain(now, rows) {
 
 // slowShow says how many events wait to be drawn.
 function slowShow() {
+  const n = slow.queue.length;
+  const text = slow.on ? (n ? n + " events still to draw" : "drawing as events come") : "";
+  if (text === slow.shown) return; // nothing changed: the DOM is left alone
+  slow.shown = text;
   const el = document.getElementById("slowmo-left");
   if (!el) return;
-  const n = slow.queue.length;
-  el.textContent = slow.on ? (n ? n + " events still to draw" : "drawing as events come") : "";
+  el.textContent = text;
   el.dataset.left = n;
 }
 
