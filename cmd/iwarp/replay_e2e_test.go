@@ -155,9 +155,10 @@ func writeExpectations(t *testing.T, dir, name string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps []placed
+	ps := []placed{}
 	for _, r := range recs {
-		if r.DDP == nil || !r.DDP.Tagged || r.CRC == capture.CRCBad || len(r.Raw) < ddp.TaggedHeaderLen {
+		// Zero-length Writes (an RTR) place nothing.
+		if r.DDP == nil || !r.DDP.Tagged || r.CRC == capture.CRCBad || len(r.Raw) <= ddp.TaggedHeaderLen {
 			continue
 		}
 		ps = append(ps, placed{N: r.N, Owner: r.Dst, STag: r.DDP.STag, TO: r.DDP.TO, Hex: hex.EncodeToString(r.Raw[ddp.TaggedHeaderLen:])})

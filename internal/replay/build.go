@@ -248,6 +248,15 @@ func (b *builder) segment(e *Event, r *capture.Record, c *Conn) {
 		e.Why = "its CRC32c is wrong: the receiver treats the FPDU as invalid and places nothing of it (RFC 5044 §4.4)"
 		return
 	}
+	if len(p) == 0 {
+		// A zero-length segment (an RTR, a zero-length Send or Write)
+		// places nothing but takes its place in the stream's order.
+		if !st.place(e.Seq, e.I) {
+			e.Why = fmt.Sprintf("a segment with the same place in the stream (%d) came before: a duplicate", e.Seq)
+		}
+		b.names(e, r, &h, op)
+		return
+	}
 	ct := r.Conn<<1 | transportBit(r)
 	if h.Tagged {
 		k := tagKey{ct, r.Dst, h.STag}

@@ -110,8 +110,8 @@ type Event struct {
 	// Seq is the segment's place in its stream's send order: the FPDU's
 	// index over MPA, the unwrapped DDP-SSN over SCTP.
 	Seq int64 `json:"seq"`
-	// Buffer is where the payload lands (0: nowhere, as for a bad CRC
-	// or an opcode that places nothing), at Offset from its start.
+	// Buffer is where the payload lands (0: nowhere, as for a bad CRC,
+	// a duplicate or a segment of zero octets), at Offset from its start.
 	Buffer int    `json:"buffer,omitempty"`
 	Offset uint64 `json:"offset"`
 	// Delivered lists the segments (event indices) whose messages this

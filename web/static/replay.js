@@ -365,7 +365,8 @@
       if (!r) continue;
       let t = "";
       for (const v of r.data) t += v >= 0x20 && v <= 0x7e ? String.fromCharCode(v) : v === 0 ? "·" : "?";
-      r.text.textContent = "As text: " + (t.replace(/·+$/, "") || "(nothing placed yet)");
+      t = t.replace(/·+$/, "");
+      r.text.textContent = "As text: " + (t.length > 200 ? t.slice(0, 200) + "…" : t || "(nothing placed yet)");
     }
     R.dirty.clear();
   }
@@ -417,7 +418,7 @@
     main.textContent = rowText(e);
     const st = document.createElement("span");
     st.className = "arr";
-    st.textContent = e.buffer ? "placed" : e.why ? "not placed" : "";
+    st.textContent = e.buffer ? "placed" : e.why ? "not placed" : r.ddp ? "0 octets" : "";
     if (e.why) st.title = e.why;
     b.append(main, " ", st);
     b.addEventListener("click", () => select(e.i, b));
@@ -433,7 +434,7 @@
     if (!li) return;
     li.classList.add("delivered");
     li.dataset.delivered = 1;
-    li.status.textContent = "placed · dlvd";
+    li.status.textContent = (li.dataset.buffer ? "placed · " : "") + "dlvd";
   }
 
   function flushRows(frag) {
