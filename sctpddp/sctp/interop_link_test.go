@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
 // The links of the interop tests: a seeded lossy wrapper, a recorder that
@@ -154,6 +155,40 @@ func (c *captureConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// waitHeartbeats waits until the socket has carried a HEARTBEAT each way
+// and the HEARTBEAT ACK of each (RFC 9260 §8.3), and fails t after
+// timeout.
+func (c *captureConn) waitHeartbeats(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var seen [2][2]bool // [outbound][HEARTBEAT, HEARTBEAT ACK]
+		c.mu.Lock()
+		for _, p := range c.pkts {
+			o := 0
+			if p.outbound {
+				o = 1
+			}
+			for it := chunk.Chunks(p.data); it.Next(); {
+				switch it.Chunk().Type() {
+				case chunk.TypeHeartbeat:
+					seen[o][0] = true
+				case chunk.TypeHeartbeatAck:
+					seen[o][1] = true
+				}
+			}
+		}
+		c.mu.Unlock()
+		if seen == [2][2]bool{{true, true}, {true, true}} {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in %v: HEARTBEAT, HEARTBEAT ACK received %v, sent %v", timeout, seen[0], seen[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // writePcap writes the recorded packets to a raw-IPv4 pcap file in dir
 // and returns its path. The UDP checksum is 0, "no checksum" in IPv4.
 func (c *captureConn) writePcap(t *testing.T, dir string) string {
@@ -200,6 +235,8 @@ type tsharkSCTP struct {
 	// the Adaptation Layer Indication's code point ("" if it had none).
 	adaptation [][2]string
 	chunks     map[string]int // chunk type (decimal) -> count
+	// chunksFrom counts chunk types (decimal) by UDP source port.
+	chunksFrom map[uint16]map[string]int
 	// fragments counts, by UDP source port, the DATA chunks that carry
 	// part of a message (B and E not both set, RFC 9260 §3.3.1).
 	fragments map[uint16]int
@@ -229,7 +266,7 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 		}
 		t.Fatalf("tshark: %v", err)
 	}
-	r := tsharkSCTP{chunks: map[string]int{}, fragments: map[uint16]int{}}
+	r := tsharkSCTP{chunks: map[string]int{}, chunksFrom: map[uint16]map[string]int{}, fragments: map[uint16]int{}}
 	for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 10 {
@@ -244,8 +281,8 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 				t.Errorf("frame %s: checksum status %q", f[0], f[3])
 			}
 		}
+		src, _ := strconv.ParseUint(f[7], 10, 16)
 		if f[8] != "" {
-			src, _ := strconv.ParseUint(f[7], 10, 16)
 			b, e := strings.Split(f[8], ","), strings.Split(f[9], ",")
 			for i := range b {
 				if i >= len(e) || b[i] != "1" || e[i] != "1" {
@@ -254,8 +291,14 @@ func dissect(t *testing.T, path string, port uint16) tsharkSCTP {
 			}
 		}
 		types := strings.Split(f[4], ",")
+		from := r.chunksFrom[uint16(src)]
+		if from == nil {
+			from = map[string]int{}
+			r.chunksFrom[uint16(src)] = from
+		}
 		for _, ct := range types {
 			r.chunks[ct]++
+			from[ct]++
 		}
 		if types[0] == "1" || types[0] == "2" { // INIT, INIT ACK
 			code := ""
@@ -303,6 +346,18 @@ func checkFragmented(t *testing.T, r tsharkSCTP, c *captureConn) {
 	if r.fragments[ours] == 0 || r.fragments[peer] == 0 {
 		t.Errorf("DATA chunks carrying fragments: %d from this side (port %d), %d from the peer (port %d); want some from each",
 			r.fragments[ours], ours, r.fragments[peer], peer)
+	}
+}
+
+// checkHeartbeats checks that tshark saw HEARTBEATs each way, each
+// answered: a HEARTBEAT and a HEARTBEAT ACK from each end of the captured
+// socket (RFC 9260 §8.3).
+func checkHeartbeats(t *testing.T, r tsharkSCTP, c *captureConn) {
+	t.Helper()
+	for _, port := range []uint16{c.local().Port(), c.remote().Port()} {
+		if from := r.chunksFrom[port]; from["4"] == 0 || from["5"] == 0 {
+			t.Errorf("from port %d: %d HEARTBEAT and %d HEARTBEAT ACK chunks; want some of each", port, from["4"], from["5"])
+		}
 	}
 }
 

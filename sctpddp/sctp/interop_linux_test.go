@@ -123,8 +123,9 @@ func kernelModules(t *testing.T, abi string) string {
 // sets DDP's with SCTP_ADAPTATION_LAYER): 100 messages of up to 4 KiB on
 // 4 streams, every third unordered, echoed by the kernel's peer; a DDP
 // Stream Session on each of 2 more streams (Initiate, Accept, 10 DDP
-// Segment Chunks each way, Terminate each way); a SHUTDOWN. tshark
-// dissects each run. The guest runs under TCG and drops packets at times
+// Segment Chunks each way, Terminate each way); an idle path until
+// each side has sent a HEARTBEAT and answered the other's; a SHUTDOWN.
+// tshark dissects each run. The guest runs under TCG and drops packets at times
 // (its receive window reaches 0): retransmissions are expected.
 //
 // The guest is behind QEMU's user network, which forwards no UDP port
@@ -152,7 +153,8 @@ func TestInteropLinux(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(g.SharedDir(), "sctp_peer"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	peerCmd := linuxguest.GuestShare + "/sctp_peer -a 1 -p " + strconv.Itoa(interopPeerPort)
+	// RTO.Min 200 ms is the least Linux takes (SCTP_RTO_HARD_MIN).
+	peerCmd := linuxguest.GuestShare + "/sctp_peer -a 1 -t 200 -h 100 -p " + strconv.Itoa(interopPeerPort)
 
 	t.Run("kernel client", func(t *testing.T) {
 		peer, err := g.Start(fmt.Sprintf("%s -c %s:%d", peerCmd, linuxguest.HostFromGuest, interopOurPort))
@@ -161,7 +163,7 @@ func TestInteropLinux(t *testing.T) {
 		}
 		defer peer.Kill()
 		capture := newCaptureConn(&answeringConn{UDPConn: sock})
-		a, err := Server(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second})
+		a, err := Server(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("Server: %v\nthe guest's peer: %s", err, peer.Output())
 		}
@@ -184,7 +186,7 @@ func TestInteropLinux(t *testing.T) {
 			}
 		}
 		capture := newCaptureConn(conn)
-		a, err := Client(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, PeerPort: interopPeerPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second})
+		a, err := Client(capture, Config{Handshake: HandshakeConfig{LocalPort: interopOurPort, PeerPort: interopPeerPort, RequireDDP: true}, HandshakeTimeout: 30 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("Client: %v\nthe guest's peer: %s", err, peer.Output())
 		}
@@ -232,6 +234,7 @@ func linuxRun(t *testing.T, a *Association, peer *linuxguest.Proc, capture *capt
 	}
 	echoExchange(t, a, 100, 4<<10, 4, 60*time.Second)
 	ddpSessions(t, a, []uint16{4, 5}, 10, 30*time.Second)
+	capture.waitHeartbeats(t, 20*time.Second)
 	if err := a.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -248,5 +251,6 @@ func linuxRun(t *testing.T, a *Association, peer *linuxguest.Proc, capture *capt
 	r := dissect(t, capture.writePcap(t, t.TempDir()), port)
 	checkDissection(t, r, map[string]bool{"1": true, "2": true})
 	checkFragmented(t, r, capture)
+	checkHeartbeats(t, r, capture)
 	t.Logf("tshark: %d frames, chunks %v, DATA chunks of fragments by UDP source port %v", r.frames, r.chunks, r.fragments)
 }

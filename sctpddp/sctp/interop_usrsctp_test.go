@@ -129,7 +129,9 @@ func usrsctpAssociate(t *testing.T, bin string, conn net.Conn, peerUDP int, ours
 // each requiring the other's Adaptation Layer Indication: 200 messages
 // of up to 8 KiB on 5 streams, every third unordered, echoed by usrsctp;
 // then a DDP Stream Session on each of 3 more streams (Initiate, Accept,
-// 20 DDP Segment Chunks each way, Terminate each way); then a SHUTDOWN.
+// 20 DDP Segment Chunks each way, Terminate each way); then an idle
+// path, until each side has sent a HEARTBEAT (both are asked for one
+// every 100 ms and RTO) and answered the other's; then a SHUTDOWN.
 // tshark dissects the capture: no malformed packet, every checksum
 // good, the Adaptation Layer Indication with code point 1 in the INIT
 // and the INIT ACK. Its subtests "loss" and "RequireDDP" are
@@ -146,7 +148,8 @@ func TestInteropUsrsctp(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			peerUDP := freeUDPPort(t)
 			capture := newCaptureConn(dialPeerUDP(t, peerUDP))
-			a, p, err := usrsctpAssociate(t, bin, capture, peerUDP, oursClient, Config{Handshake: HandshakeConfig{RequireDDP: true}})
+			cfg := Config{Handshake: HandshakeConfig{RequireDDP: true}, HeartbeatInterval: 100 * time.Millisecond}
+			a, p, err := usrsctpAssociate(t, bin, capture, peerUDP, oursClient, cfg, "-t", "30", "-h", "100")
 			if err != nil {
 				t.Fatalf("associating with usrsctp: %v\n%s", err, p.stderr.String())
 			}
@@ -158,6 +161,7 @@ func TestInteropUsrsctp(t *testing.T) {
 			}
 			echoExchange(t, a, 200, 8<<10, 5, 20*time.Second)
 			ddpSessions(t, a, []uint16{5, 6, 7}, 20, 20*time.Second)
+			capture.waitHeartbeats(t, 10*time.Second)
 			if err := a.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
@@ -169,6 +173,7 @@ func TestInteropUsrsctp(t *testing.T) {
 			r := dissect(t, capture.writePcap(t, t.TempDir()), uint16(peerUDP))
 			checkDissection(t, r, map[string]bool{"1": true, "2": true})
 			checkFragmented(t, r, capture)
+			checkHeartbeats(t, r, capture)
 			t.Logf("tshark: %d frames, chunks %v, DATA chunks of fragments by UDP source port %v", r.frames, r.chunks, r.fragments)
 		})
 	}

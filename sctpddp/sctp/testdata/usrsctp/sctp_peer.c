@@ -7,7 +7,8 @@
  * give the UDP ports).
  *
  * One one-to-one (SOCK_STREAM) association, as client (-c ADDR:PORT) or
- * server (-s, accepting one association). It sets the Adaptation Layer
+ * server (-s, accepting one association), with RTO.Min -t ms (RTO.Initial
+ * four times that) and HEARTBEATs every -h ms if given. It sets the Adaptation Layer
  * Indication (RFC 5061 §4.2.6) to -a's code point (1 is DDP's, RFC 5043
  * §11.1; -a none sets none), prints the peer's indication when the
  * SCTP_ADAPTATION_INDICATION notification comes, and answers every user
@@ -187,7 +188,7 @@ static void setopt(peer_sock s, int opt, const void *v, socklen_t len, const cha
 		die("setsockopt %s: %s", name, strerror(errno));
 }
 
-static void configure(peer_sock s, long adaptation, int remote_udp, int rto_min) {
+static void configure(peer_sock s, long adaptation, int remote_udp, int rto_min, int hb_interval) {
 	int on = 1;
 	setopt(s, SCTP_RECVRCVINFO, &on, sizeof on, "SCTP_RECVRCVINFO");
 	setopt(s, SCTP_NODELAY, &on, sizeof on, "SCTP_NODELAY");
@@ -218,18 +219,26 @@ static void configure(peer_sock s, long adaptation, int remote_udp, int rto_min)
 		rto.srto_max = (uint32_t)(rto_min * 20);
 		setopt(s, SCTP_RTOINFO, &rto, sizeof rto, "SCTP_RTOINFO");
 	}
+	if (hb_interval > 0) {
+		struct sctp_paddrparams pp;
+		memset(&pp, 0, sizeof pp);
+		pp.spp_assoc_id = SCTP_FUTURE_ASSOC;
+		pp.spp_flags = SPP_HB_ENABLE;
+		pp.spp_hbinterval = (uint32_t)hb_interval;
+		setopt(s, SCTP_PEER_ADDR_PARAMS, &pp, sizeof pp, "SCTP_PEER_ADDR_PARAMS");
+	}
 }
 
 static void usage(void) {
 	die("usage: sctp_peer (-c ADDR:PORT | -s) -p SCTP_PORT [-a CODE_POINT|none] [-u LOCAL_UDP] [-r REMOTE_UDP] "
-	    "[-t RTO_MIN_MS]");
+	    "[-t RTO_MIN_MS] [-h HB_INTERVAL_MS]");
 }
 
 int main(int argc, char **argv) {
 	const char *connect_to = NULL;
-	int server = 0, port = 0, local_udp = 0, remote_udp = 0, rto_min = 0, o;
+	int server = 0, port = 0, local_udp = 0, remote_udp = 0, rto_min = 0, hb_interval = 0, o;
 	long adaptation = 1;
-	while ((o = getopt(argc, argv, "c:sp:a:u:r:t:")) != -1) {
+	while ((o = getopt(argc, argv, "c:sp:a:u:r:t:h:")) != -1) {
 		switch (o) {
 		case 'c': connect_to = optarg; break;
 		case 's': server = 1; break;
@@ -238,6 +247,7 @@ int main(int argc, char **argv) {
 		case 'u': local_udp = atoi(optarg); break;
 		case 'r': remote_udp = atoi(optarg); break;
 		case 't': rto_min = atoi(optarg); break;
+		case 'h': hb_interval = atoi(optarg); break;
 		default: usage();
 		}
 	}
@@ -256,7 +266,7 @@ int main(int argc, char **argv) {
 	(void)local_udp;
 #endif
 	peer_sock s = new_socket(), a;
-	configure(s, adaptation, remote_udp, rto_min);
+	configure(s, adaptation, remote_udp, rto_min, hb_interval);
 	struct sockaddr_in sin;
 	memset(&sin, 0, sizeof sin);
 	sin.sin_family = AF_INET;
