@@ -133,6 +133,7 @@ func TestDecodeIP(t *testing.T) {
 func FuzzDecodeSCTP(f *testing.F) {
 	f.Add(uint16(LinkRaw), ipPacket("192.0.2.1", "192.0.2.2", ProtoSCTP, sctpPacket()))
 	f.Add(uint16(LinkUpperPDU), append([]byte{0, 0, 0, 0}, sctpPacket()...))
+	f.Add(uint16(LinkRaw), ipPacket("192.0.2.1", "192.0.2.2", ProtoUDP, udpDatagram(SCTPTunnelingPort, 40000, sctpPacket())))
 	f.Fuzz(func(t *testing.T, lt uint16, b []byte) {
 		p, _ := DecodeSCTP(LinkType(lt), b)
 		n := 0
