@@ -322,6 +322,7 @@
           r.data[i] = d[i];
           const c = r.cells[i];
           if (st.cells[i] === ".") continue;
+          r.any = true;
           c.textContent = cellText(d[i]);
           c.classList.toggle("set", d[i] !== 0);
           c.classList.add(st.cells[i] === "d" ? "delivered" : "pending");
@@ -344,6 +345,7 @@
       c.classList.remove("delivered");
       c.classList.add("pending");
     }
+    r.any = true;
     r.div.dataset.last = "last placed: #" + e.rec.n + ", " + (e.rec.payload_len || 0) + " octets at offset " + e.offset;
     R.dirty.add(e.buffer);
   }
@@ -366,7 +368,7 @@
       let t = "";
       for (const v of r.data) t += v >= 0x20 && v <= 0x7e ? String.fromCharCode(v) : v === 0 ? "·" : "?";
       t = t.replace(/·+$/, "");
-      r.text.textContent = "As text: " + (t.length > 200 ? t.slice(0, 200) + "…" : t || "(nothing placed yet)");
+      r.text.textContent = "As text: " + (t.length > 200 ? t.slice(0, 200) + "…" : t || (r.any ? "(zero octets only)" : "(nothing placed yet)"));
     }
     R.dirty.clear();
   }
