@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
 // The tests in this file associate this package with usrsctp (Debian's
@@ -140,6 +142,7 @@ func TestInteropUsrsctp(t *testing.T) {
 	bin := buildPeer(t, true)
 	defer t.Run("loss", func(t *testing.T) { usrsctpLoss(t, bin) })
 	defer t.Run("RequireDDP", func(t *testing.T) { usrsctpRequireDDP(t, bin) })
+	defer t.Run("ABORT", func(t *testing.T) { usrsctpAbort(t, bin) })
 	for _, oursClient := range []bool{true, false} {
 		name := "usrsctp client"
 		if oursClient {
@@ -212,6 +215,55 @@ func usrsctpLoss(t *testing.T, bin string) {
 	}
 	r := dissect(t, capture.writePcap(t, t.TempDir()), uint16(peerUDP))
 	checkDissection(t, r, map[string]bool{"1": true, "2": true})
+}
+
+// usrsctpAbort ends an association with an ABORT each way (RFC 9260
+// §9.1): usrsctp's, whose User-Initiated Abort cause (§3.3.10.12) carries
+// the reason this side asked for, ends this side's with an AbortError;
+// this side's Abort ends usrsctp's with ECONNRESET.
+func usrsctpAbort(t *testing.T, bin string) {
+	cfg := Config{Handshake: HandshakeConfig{RequireDDP: true}}
+	t.Run("usrsctp aborts", func(t *testing.T) {
+		peerUDP := freeUDPPort(t)
+		a, p, err := usrsctpAssociate(t, bin, dialPeerUDP(t, peerUDP), peerUDP, true, cfg)
+		if err != nil {
+			t.Fatalf("associating with usrsctp: %v\n%s", err, p.stderr.String())
+		}
+		reason := []byte("the interop test asks for an ABORT")
+		if err := a.SendMessage(1, 0x0a0b0000, false, [][]byte{reason}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-a.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("usrsctp's ABORT did not end the association")
+		}
+		var ab *AbortError
+		if err := a.Err(); !errors.As(err, &ab) || !ab.Remote || ab.Cause != chunk.CauseUserInitiatedAbort || !bytes.Equal(ab.Info, reason) {
+			t.Fatalf("after usrsctp's ABORT: %v (%+v), want the peer's User-Initiated Abort with our reason", err, ab)
+		}
+		if _, err := p.out.waitLine("aborted", 5*time.Second); err != nil {
+			t.Error(err)
+		}
+		p.wait(t, 10*time.Second)
+	})
+	t.Run("ours aborts", func(t *testing.T) {
+		peerUDP := freeUDPPort(t)
+		a, p, err := usrsctpAssociate(t, bin, dialPeerUDP(t, peerUDP), peerUDP, true, cfg)
+		if err != nil {
+			t.Fatalf("associating with usrsctp: %v\n%s", err, p.stderr.String())
+		}
+		echoExchange(t, a, 10, 1<<10, 2, 10*time.Second)
+		a.Abort()
+		select {
+		case err := <-p.exited:
+			if err == nil || !bytes.Contains(p.stderr.Bytes(), []byte("recv: Connection reset by peer")) {
+				t.Fatalf("usrsctp after our ABORT: %v, %q; want its recv reset", err, p.stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("our ABORT did not end usrsctp's association")
+		}
+	})
 }
 
 // usrsctpRequireDDP checks RFC 5043 §11.1 against usrsctp: a

@@ -20,11 +20,13 @@
  *     stream's DDP-SSN starts at 0 with the Accept (RFC 5043 §6.1).
  *   - PPID 16 (DDP Segment Chunk, §5.2.2): the DDP Segment is sent back in
  *     a DDP Segment Chunk of this side's next DDP-SSN.
+ *   - PPID 0x0a0b0000: the association is aborted, with the message as
+ *     the User-Initiated Abort's reason (RFC 9260 §3.3.10.12); "aborted".
  *   - any other PPID: the message is echoed, same PPID and U bit.
  *
  * Every DDP message is sent unordered (RFC 5043 §5.2.1). The output is
  * one line per event, for the test to read: "listening", "established",
- * "adaptation N", "done messages=N accepts=N terminates=N".
+ * "adaptation N", "aborted", "done messages=N accepts=N terminates=N".
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,6 +63,9 @@ typedef int peer_sock;
 #endif
 
 #define MAX_MESSAGE (256 * 1024)
+/* A message of this PPID asks the peer to ABORT, with the message as the
+ * reason. */
+#define ABORT_PPID 0x0a0b0000u
 #define MAX_STREAMS 64
 
 static void die(const char *fmt, ...) {
@@ -149,12 +154,15 @@ static ssize_t recv_msg(peer_sock s, uint8_t *buf, size_t cap, uint16_t *sid, ui
 	}
 }
 
-static void send_msg(peer_sock s, const uint8_t *buf, size_t len, uint16_t sid, uint32_t ppid, int unordered) {
+/* send_msg sends a user message, or with abort an ABORT whose
+ * User-Initiated Abort cause carries buf as its reason. */
+static void send_msg(peer_sock s, const uint8_t *buf, size_t len, uint16_t sid, uint32_t ppid, int unordered,
+                     int abort) {
 	struct sctp_sndinfo snd;
 	memset(&snd, 0, sizeof snd);
 	snd.snd_sid = sid;
 	snd.snd_ppid = htonl(ppid);
-	snd.snd_flags = unordered ? PEER_UNORDERED : 0;
+	snd.snd_flags = (unordered ? PEER_UNORDERED : 0) | (abort ? SCTP_ABORT : 0);
 	for (;;) {
 		ssize_t n;
 #ifdef PEER_USRSCTP
@@ -177,7 +185,7 @@ static void send_msg(peer_sock s, const uint8_t *buf, size_t len, uint16_t sid, 
 #endif
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 || (size_t)n != len)
+		if (n < 0 || (!abort && (size_t)n != len))
 			die("send %zu octets on stream %u: %s", len, sid, strerror(errno));
 		return;
 	}
@@ -330,12 +338,12 @@ int main(int argc, char **argv) {
 				ssn[sid] = 0;
 				out[0] = 0, out[1] = 0, out[2] = 0, out[3] = 0x02;
 				memcpy(out + 4, buf + 4, (size_t)n - 4);
-				send_msg(a, out, (size_t)n, sid, 17, 1);
+				send_msg(a, out, (size_t)n, sid, 17, 1, 0);
 				ssn[sid]++;
 				accepts++;
 			} else if (fc == 0x0004) { /* Terminate: Terminate */
 				out[0] = (uint8_t)(ssn[sid] >> 8), out[1] = (uint8_t)ssn[sid], out[2] = 0, out[3] = 0x04;
-				send_msg(a, out, 4, sid, 17, 1);
+				send_msg(a, out, 4, sid, 17, 1, 0);
 				ssn[sid]++;
 				terminates++;
 			} else {
@@ -344,10 +352,14 @@ int main(int argc, char **argv) {
 		} else if (ppid == 16 && n >= 2) {
 			out[0] = (uint8_t)(ssn[sid] >> 8), out[1] = (uint8_t)ssn[sid];
 			memcpy(out + 2, buf + 2, (size_t)n - 2);
-			send_msg(a, out, (size_t)n, sid, 16, 1);
+			send_msg(a, out, (size_t)n, sid, 16, 1, 0);
 			ssn[sid]++;
+		} else if (ppid == ABORT_PPID) {
+			send_msg(a, buf, (size_t)n, sid, ppid, 0, 1);
+			say("aborted");
+			break;
 		} else {
-			send_msg(a, buf, (size_t)n, sid, ppid, unordered);
+			send_msg(a, buf, (size_t)n, sid, ppid, unordered, 0);
 		}
 	}
 	say("done messages=%ld accepts=%ld terminates=%ld", messages, accepts, terminates);
