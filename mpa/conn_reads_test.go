@@ -157,7 +157,8 @@ func TestConnAnswersBesideWrites(t *testing.T) {
 		c.nc.(*net.TCPConn).SetWriteBuffer(24 << 10)
 		c.nc.(*net.TCPConn).SetReadBuffer(48 << 10)
 		// Every other answer the socket takes only half of at once, so
-		// that the rest of it leaves on WriteNow's own goroutine.
+		// that the rest of it leaves on the connection's writeLoop (the
+		// requester waits for it before it sends anything more).
 		c.wmu.Lock()
 		c.tryNow = halveEveryOther(c.tryNow)
 		c.wmu.Unlock()

@@ -303,3 +303,40 @@ func TestSleepingWaiterResumesReceive(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return tokenHeld(ac) })
 }
+
+// The token's own rules: it starts taken (the receive goroutine starts
+// with it), one goroutine takes it at a time, and a waiter's request is
+// granted only once what it waits for is there, and forgotten when it is
+// withdrawn.
+func TestReceiveToken(t *testing.T) {
+	var tok receiveToken
+	tok.init()
+	if tok.tryTake() {
+		t.Fatal("a new token was free: a waiter could read before the receive goroutine started")
+	}
+	tok.give()
+	if !tok.tryTake() || tok.tryTake() {
+		t.Fatal("a free token was not taken once, and only once")
+	}
+	var done atomic.Bool
+	if tok.asked() {
+		t.Fatal("granted with no request")
+	}
+	tok.ask(done.Load)
+	if tok.asked() {
+		t.Fatal("granted before the waiter had what it waits for")
+	}
+	done.Store(true)
+	if !tok.asked() {
+		t.Fatal("not granted once the waiter had what it waits for")
+	}
+	tok.withdraw()
+	if tok.asked() || tok.want.Load() {
+		t.Fatal("a withdrawn request was still granted")
+	}
+	tok.hold(context.Background(), done.Load)
+	tok.unhold()
+	if tok.releases.Load() != 1 || !tok.tryTake() {
+		t.Fatal("letting go of the token did not free it and count the release")
+	}
+}
