@@ -39,9 +39,9 @@ const (
 	// DefaultMaxReceiveBufferSize is the SCTP receive window.
 	DefaultMaxReceiveBufferSize = 1 << 20
 	// DefaultMaxWindow bounds the auto-tuned windows of an association
-	// (Config.MaxWindow): 16 MiB each way, 40 MB/s over a 400 ms round
-	// trip.
-	DefaultMaxWindow = 16 << 20
+	// (Config.MaxWindow): 8 MiB each way, 40 MB/s over a 200 ms round
+	// trip, and 1 GiB for a Listener's DefaultMaxAssociations at most.
+	DefaultMaxWindow = 8 << 20
 	// DefaultMaxMessageSize is the largest SCTP message.
 	DefaultMaxMessageSize = 64 << 10
 	// DefaultSendQueueLimit is the per-stream cap on bytes queued or in
@@ -254,10 +254,11 @@ type Config struct {
 	// MaxWindow bounds, per association, the windows that package sctp's
 	// association tunes to the path: what may be queued or unacknowledged
 	// each way (DefaultMaxWindow if 0). The receive window starts at
-	// MaxReceiveBufferSize and doubles, up to MaxWindow, while the peer
-	// sends half of it within two round trips; the send window is twice
-	// the congestion window, at least 256 KiB. Under PionSCTP the windows
-	// are fixed: MaxReceiveBufferSize, and SendQueueLimit per stream.
+	// MaxReceiveBufferSize and doubles, up to MaxWindow, while the
+	// application reads half of it within two round trips; the send
+	// window is twice the congestion window, at least 256 KiB. Under
+	// PionSCTP the windows are fixed: MaxReceiveBufferSize, and
+	// SendQueueLimit per stream.
 	MaxWindow uint32
 
 	// PionSCTP runs the associations on pion/sctp instead of package

@@ -52,10 +52,11 @@ type Config struct {
 	// ReceiveBufferSize bounds the receive window (RecvDefaultBufferSize
 	// if 0); ReceiveWindow is the window advertised first
 	// (ReceiveBufferSize if 0 or larger). The window doubles, up to
-	// ReceiveBufferSize, whenever the peer sends half of it within two
-	// round trips (a sender the window holds back, as quic-go's flow
-	// control auto-tuning has it), and returns to ReceiveWindow once the
-	// peer has sent nothing for a second and eight round trips.
+	// ReceiveBufferSize, whenever the streams' readers take half of it
+	// within two round trips (a sender the window holds back, as
+	// quic-go's flow control auto-tuning has it), and returns to
+	// ReceiveWindow once nothing has been read for a second and eight
+	// round trips.
 	ReceiveBufferSize uint32
 	ReceiveWindow     uint32
 	// SACKDelay is the delayed acknowledgement timeout
@@ -499,7 +500,7 @@ func (a *Association) run(now time.Time) {
 			return
 		}
 		if a.state >= stateEstablished {
-			a.takeReleases()
+			a.takeReleases(now)
 			a.heartbeatWanted(now)
 			a.fillSender()
 			a.checkDead(now)
@@ -885,9 +886,6 @@ func (a *Association) handleChunks(now time.Time, p []byte, skipFirst bool) {
 			}
 			sawData = true
 			res, rerr := a.rcv.Data(d)
-			if res == RecvNew {
-				a.tuneWindow(now, len(d.UserData))
-			}
 			if rerr != nil {
 				var re *RecvError
 				if errors.As(rerr, &re) {
@@ -1046,8 +1044,11 @@ func (a *Association) ReceiveWindow() uint32 {
 	return a.rwnd
 }
 
-// tuneWindow counts n bytes of new DATA and grows or shrinks the receive
-// window (Config.ReceiveWindow).
+// tuneWindow counts n bytes that the streams' readers took and grows or
+// shrinks the receive window (Config.ReceiveWindow). The window grows
+// with what is read, not with what arrives: a peer whose messages nobody
+// reads, or that leaves gaps, holds no more than the window it has
+// earned by being read.
 func (a *Association) tuneWindow(now time.Time, n int) {
 	srtt, _ := a.snd.SRTT()
 	idle := max(time.Second, 8*srtt)
@@ -1073,8 +1074,9 @@ func (a *Association) tuneWindow(now time.Time, n int) {
 	a.mu.Unlock()
 }
 
-// takeReleases returns acknowledged messages' bytes to the send buffer.
-func (a *Association) takeReleases() {
+// takeReleases returns acknowledged messages' bytes to the send buffer,
+// and the bytes the streams' readers took to the receive window.
+func (a *Association) takeReleases(now time.Time) {
 	if len(a.released) == 0 {
 		a.mu.Lock()
 		rel := a.ulpRelease
@@ -1082,6 +1084,7 @@ func (a *Association) takeReleases() {
 		a.mu.Unlock()
 		if rel > 0 {
 			a.rcv.Release(rel)
+			a.tuneWindow(now, rel)
 		}
 		return
 	}
@@ -1112,6 +1115,7 @@ func (a *Association) takeReleases() {
 	a.mu.Unlock()
 	if rel > 0 {
 		a.rcv.Release(rel)
+		a.tuneWindow(now, rel)
 	}
 	a.signal(a.space)
 	for i, s := range a.acked {
