@@ -79,9 +79,15 @@ func (r RemoteBuffer) Read(id uint64, sink *MemoryRegion, off uint64, n uint32) 
 	return ReadWR{ID: id, Local: SGE{MR: sink, Length: n}, RemoteSTag: r.STag, RemoteTO: r.TO + off}, nil
 }
 
+// ErrRemoteBounds is the error of RemoteBuffer.Write and Read for a range
+// outside the peer's buffer: the work request is not made, since the peer
+// would answer it with a Terminate (RFC 5041 §7.2's Base or bounds
+// violation).
+var ErrRemoteBounds = errors.New("rdmap: the range is outside the peer's buffer")
+
 func (r RemoteBuffer) fits(off uint64, n uint32) error {
 	if off > uint64(r.Len) || uint64(n) > uint64(r.Len)-off {
-		return fmt.Errorf("rdmap: %d octets at offset %d do not fit the peer's %d-octet buffer", n, off, r.Len)
+		return fmt.Errorf("%w: %d octets at offset %d do not fit its %d octets", ErrRemoteBounds, n, off, r.Len)
 	}
 	return nil
 }

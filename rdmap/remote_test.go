@@ -2,6 +2,7 @@ package rdmap
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -32,11 +33,11 @@ func TestRemoteBuffer(t *testing.T) {
 	if wr, err := r.Write(7, mr, 60, 40); err != nil || wr.RemoteTO != 0x5000+60 || wr.RemoteSTag != mr.STag() {
 		t.Fatalf("Write %+v, %v", wr, err)
 	}
-	if _, err := r.Write(7, mr, 61, 40); err == nil {
-		t.Fatal("a Write past the buffer's end was made")
+	if _, err := r.Write(7, mr, 61, 40); !errors.Is(err, ErrRemoteBounds) {
+		t.Fatalf("a Write past the buffer's end: %v", err)
 	}
-	if _, err := r.Read(7, mr, 101, 0); err == nil {
-		t.Fatal("a Read past the buffer's end was made")
+	if _, err := r.Read(7, mr, 101, 0); !errors.Is(err, ErrRemoteBounds) {
+		t.Fatalf("a Read past the buffer's end: %v", err)
 	}
 }
 
