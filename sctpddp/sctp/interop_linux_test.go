@@ -91,14 +91,12 @@ func kernelModules(t *testing.T, abi string) string {
 	if len(debs) == 0 {
 		t.Skipf("the guest's kernel has no sctp.ko in its initramfs, and no linux-image-%s .deb is in %s/debs to take it from", abi, cache)
 	}
+	// A cache that cannot be written to leaves the modules in the test's
+	// temporary directory, unpacked again by each run.
+	os.MkdirAll(filepath.Dir(dir), 0o755)
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "unpack-")
 	if err != nil {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if tmp, err = os.MkdirTemp(filepath.Dir(dir), "unpack-"); err != nil {
-			t.Fatal(err)
-		}
+		tmp, dir = t.TempDir(), filepath.Join(t.TempDir(), abi)
 	}
 	defer os.RemoveAll(tmp)
 	args := []string{"-x", "-C", tmp, "--wildcards"}
