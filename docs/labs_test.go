@@ -493,7 +493,7 @@ func TestLabDemoObservations(t *testing.T) {
 		})
 	})
 	t.Run("lab3", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 		defer cancel()
 		text := labText(1000)
 		reorder := &demo.Impairment{Preset: "reordering path"}
@@ -545,7 +545,7 @@ func TestLabDemoObservations(t *testing.T) {
 		lossy := &demo.Impairment{Loss: lab3Loss, Delay: 10, Jitter: 40}
 		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}})
 		setImpair(t, ctx, p, lossy)
-		if pause, hole, _ := lossPauses(t, ctx, p, 12, true); !pause || !hole {
+		if pause, hole, _ := lossPauses(t, ctx, p, 25, true); !pause || !hole {
 			t.Errorf("unordered at %v %% loss: a pause %v, with later segments placed during it %v", lab3Loss, pause, hole)
 		}
 		p.Close()
@@ -553,7 +553,7 @@ func TestLabDemoObservations(t *testing.T) {
 		// later segment back, and none overtakes.
 		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}, Ordered: true})
 		setImpair(t, ctx, p, lossy)
-		if pause, hole, over := lossPauses(t, ctx, p, 12, false); !pause || hole || over != 0 {
+		if pause, hole, over := lossPauses(t, ctx, p, 25, false); !pause || hole || over != 0 {
 			t.Errorf("ordered at %v %% loss: a pause %v, segments placed during it %v, %d overtook", lab3Loss, pause, hole, over)
 		}
 		p.Close()
@@ -645,7 +645,7 @@ const lab3Loss = 20
 // lab3Pause is the gap between two placements that lab 3 calls a
 // retransmission pause: SCTP's retransmission timer starts at 1 s (RFC
 // 9260 §16), and a fast retransmission waits for three SACKs.
-const lab3Pause = 300 * time.Millisecond
+const lab3Pause = 250 * time.Millisecond
 
 func setImpair(t *testing.T, ctx context.Context, p *demo.Page, im *demo.Impairment) {
 	t.Helper()
