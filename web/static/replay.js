@@ -526,7 +526,7 @@
     const li = document.createElement("li");
     li.className = "ok";
     const b = buffer(e.buffer);
-    li.textContent = "✔ #" + last.rec.n + " delivers " + r.op + " · " + (b ? bufferTitle(b) : "") + (r.ddp && !r.ddp.tagged ? "" : "");
+    li.textContent = "✔ #" + last.rec.n + " delivers " + r.op + " · " + (b ? bufferTitle(b) : "zero octets" + (e.rtr ? ", the RTR" : ""));
     ol.prepend(li);
     while (ol.children.length > CQ_ROWS) ol.lastChild.remove();
   }
