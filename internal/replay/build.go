@@ -174,6 +174,7 @@ func (b *builder) record(r *capture.Record, t0 int64) {
 		b.segment(&e, r, c)
 	default:
 		e.Kind = EventError
+		m.Errors++
 	}
 	m.Events = append(m.Events, e)
 	if e.Stream != 0 {

@@ -18,6 +18,10 @@ type Model struct {
 	Segments int `json:"segments"`
 	// Delivered counts the messages delivered.
 	Delivered int `json:"delivered"`
+	// Errors counts the records that could not be decoded (EventError):
+	// octets missing from a stream, as a snaplen cut or a lost packet
+	// leaves it, or a frame or FPDU that does not parse.
+	Errors int `json:"errors"`
 }
 
 // Conn is an MPA/TCP connection or an SCTP association.

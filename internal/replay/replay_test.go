@@ -420,3 +420,54 @@ func streamsPlayed(m *Model) string {
 	}
 	return s.String()
 }
+
+// TestSnaplenCut replays a capture taken with a snaplen that cut one
+// FPDU's packet short: the records before it play, the octets missing
+// are an error record, and the model counts it.
+func TestSnaplenCut(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(captures, "siw-terminate.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Walk the pcap records (16-octet headers after the 24-octet file
+	// header) and cut the packet that carries the Read Response (the
+	// largest) to 60 octets, its original length kept.
+	le := binary.LittleEndian
+	if m := le.Uint32(b); m != 0xa1b2c3d4 && m != 0xa1b23c4d { // microseconds, nanoseconds
+		t.Fatalf("not a little-endian pcap: % x", b[:4])
+	}
+	out := append([]byte(nil), b[:24]...)
+	cut := false
+	for off := 24; off+16 <= len(b); {
+		incl := int(le.Uint32(b[off+8:]))
+		hdr := append([]byte(nil), b[off:off+16]...)
+		pkt := b[off+16 : off+16+incl]
+		if !cut && incl > 120 {
+			le.PutUint32(hdr[8:], 60)
+			pkt = pkt[:60]
+			cut = true
+		}
+		out = append(append(out, hdr...), pkt...)
+		off += 16 + incl
+	}
+	if !cut {
+		t.Fatal("no packet to cut")
+	}
+	m, warn, err := Decode(out)
+	if err != nil || warn != "" {
+		t.Fatal(err, warn)
+	}
+	checkModel(t, m)
+	if m.Errors == 0 || m.Segments == 0 {
+		t.Fatalf("%d errors, %d segments", m.Errors, m.Segments)
+	}
+	var notes []string
+	for _, e := range m.Events {
+		if e.Kind == EventError {
+			notes = append(notes, e.Rec.Note)
+		}
+	}
+	if !strings.Contains(strings.Join(notes, " "), "misses") {
+		t.Errorf("error notes %q", notes)
+	}
+}

@@ -168,9 +168,10 @@
     }
     $("rp-controls").hidden = false;
     const perConn = model.conns.length > 1 ? ", " + model.conns.length + " connections" : "";
+    const errs = model.errors ? ` ${model.errors} record${model.errors > 1 ? "s" : ""} could not be decoded: see the ERROR rows on the ladder.` : "";
     status(`${name}: ${model.events.toLocaleString("en")} records, ${model.segments.toLocaleString("en")} segments, ` +
-      `${model.delivered.toLocaleString("en")} messages delivered${perConn}; decoded in ${(ms / 1000).toFixed(2)} s.` +
-      (model.warning ? " Warning: " + model.warning : ""), model.warning ? "warn" : "ok");
+      `${model.delivered.toLocaleString("en")} messages delivered${perConn}; decoded in ${(ms / 1000).toFixed(2)} s.` + errs +
+      (model.warning ? " Warning: " + model.warning : ""), model.warning || errs ? "warn" : "ok");
     $("rp-status").dataset.decodeMs = Math.round(ms);
     $("rp-status").dataset.segments = model.segments;
     selectConn(model.conns[0].id);
