@@ -16,6 +16,7 @@ import (
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -469,5 +470,62 @@ func TestSnaplenCut(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(notes, " "), "misses") {
 		t.Errorf("error notes %q", notes)
+	}
+}
+
+// TestIPv6Markers replays MPA over TCP over IPv6 with Markers in the
+// initiator's FPDUs (the Reply's M bit) and CRCs: every Write lands
+// whole, the Markers stripped (RFC 5044 §4.3).
+func TestIPv6Markers(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := pcapfile.NewWriter(&buf, pcapfile.LinkEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw, err := pcapfile.NewConnWriter(w, netip.MustParseAddrPort("[2001:db8::1]:40000"), netip.MustParseAddrPort("[2001:db8::2]:4791"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1700000000, 0)
+	req := mpa.Frame{Rev: 1, CRC: true}
+	rep := mpa.Frame{Reply: true, Rev: 1, CRC: true, Markers: true}
+	if err := cw.Open(t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Write(t0, true, req.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Write(t0, false, rep.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	o := mpa.Options{CRC: true, Markers: true}
+	var stream []byte
+	const n, size = 20, 100
+	for i := 0; i < n; i++ {
+		h := ddp.Header{Tagged: true, Last: true, DV: ddp.Version, RsvdULP: [5]byte{byte(rdmap.OpWrite)}, STag: 0x42, TO: 0x1000 + uint64(i*size)}
+		payload := bytes.Repeat([]byte{byte('a' + i)}, size)
+		stream, err = mpa.AppendFPDU(stream, uint64(len(stream)), o, append(h.Append(nil), payload...))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.Write(t0.Add(time.Millisecond), true, stream); err != nil {
+		t.Fatal(err)
+	}
+	m, warn, err := Decode(buf.Bytes())
+	if err != nil || warn != "" {
+		t.Fatal(err, warn)
+	}
+	checkModel(t, m)
+	c := m.Conns[0]
+	if c.Initiator != "[2001:db8::1]:40000" || !c.MarkersToResponder || c.MarkersToInitiator || m.Segments != n || m.Delivered != n || m.Errors != 0 {
+		t.Fatalf("conn %+v, %d segments, %d delivered, %d errors", c, m.Segments, m.Delivered, m.Errors)
+	}
+	id := m.Events[len(m.Events)-1].Buffer
+	s := m.Snapshot(len(m.Events), []int{id})[0]
+	for i := 0; i < MaxShown; i++ {
+		if want := byte('a' + i/size); s.Data[i] != want {
+			t.Fatalf("octet %d is %q, want %q", i, s.Data[i], want)
+		}
 	}
 }
