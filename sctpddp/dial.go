@@ -263,7 +263,7 @@ func (l *Listener) handshake(c *muxConn) {
 			return err
 		}))
 	}
-	var wrongKey atomic.Bool
+	var wrongKey, handshook atomic.Bool
 	if l.s.auth == authPSK {
 		// This connection's own key callback, so that Refused can name
 		// an identity it does not know.
@@ -276,15 +276,26 @@ func (l *Listener) handshake(c *muxConn) {
 			return l.s.PSK, nil
 		}))
 		// A client's Finished that does not decrypt was sent under
-		// another key: refuse it with a fatal bad_record_mac at once,
-		// as RFC 6347 §4.1.2.7 lets an implementation that alerts on an
+		// another key: refuse it with a fatal bad_record_mac, as RFC
+		// 6347 §4.1.2.7 lets an implementation that alerts on an
 		// invalid MAC, so that the client fails now rather than at its
-		// handshake timeout.
+		// handshake timeout. A record that fails for another reason (a
+		// late one of an earlier connection from the same port, one
+		// damaged on the way) is followed by the real Finished, which
+		// completes the handshake: the alert waits wrongKeyGrace for
+		// that, and only during the handshake.
 		opts = append(opts, dtls.WithLoggerFactory(decryptWatchFactory{base: l.s.loggerFactory(), onFail: func() {
-			if wrongKey.CompareAndSwap(false, true) {
+			if handshook.Load() || !wrongKey.CompareAndSwap(false, true) {
+				return
+			}
+			time.AfterFunc(wrongKeyGrace, func() {
+				if handshook.Load() || ctx.Err() != nil {
+					wrongKey.Store(false)
+					return
+				}
 				_, _ = c.WriteTo(alertRecord(alert.Fatal, alert.BadRecordMac, alertSeq), c.RemoteAddr())
 				cancel()
-			}
+			})
 		}}))
 	}
 	conn, err := dtls.ServerWithOptions(c, c.RemoteAddr(), opts...)
@@ -292,7 +303,9 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = c.Close()
 		return
 	}
-	if err := conn.HandshakeContext(ctx); err != nil {
+	err = conn.HandshakeContext(ctx)
+	handshook.Store(err == nil)
+	if err != nil {
 		_ = conn.Close()
 		if wrongKey.Load() && l.ctx.Err() == nil {
 			l.s.refused(c.RemoteAddr(), fmt.Errorf("%w: %w: the Finished of %s did not decrypt with the key of identity %q: the client holds another key",

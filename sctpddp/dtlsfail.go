@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/pion/dtls/v3/pkg/protocol/alert"
 	"github.com/pion/logging"
@@ -82,6 +83,13 @@ func alertRecord(level alert.Level, desc alert.Description, seq uint64) []byte {
 	b[13], b[14] = byte(level), byte(desc)
 	return b
 }
+
+// wrongKeyGrace is how long a Listener waits, after a record of a
+// handshake did not decrypt, for the handshake to complete before it
+// answers with a bad_record_mac alert: a client holding the right key
+// sends its Finished at once, and one holding another hears the alert
+// well within a second.
+const wrongKeyGrace = 250 * time.Millisecond
 
 // alertSeq is the epoch-0 sequence number of the alerts sent beside
 // pion/dtls: far above the handful of records a handshake sends.
