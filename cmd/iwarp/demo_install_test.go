@@ -154,6 +154,7 @@ func TestDemoGoInstall(t *testing.T) {
 	if strings.Contains(stderr.String(), "building the browser peer") {
 		t.Errorf("the installed command built the browser peer instead of serving the embedded one:\n%s", stderr.String())
 	}
+	checkReplayInstalled(t, ctx, bin, empty, root)
 }
 
 // writeModuleProxy lays out a GOPROXY directory serving module mod at

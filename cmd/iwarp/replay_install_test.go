@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkReplayInstalled runs "iwarp replay", as "go install" put it in
+// bin, from the directory dir that holds nothing but a capture, with no
+// go command on PATH: it must serve the page, the capture it was given,
+// and the bundled captures of the page's menu, all from the binary.
+func checkReplayInstalled(t *testing.T, ctx context.Context, bin, dir, root string) {
+	t.Helper()
+	capture, err := os.ReadFile(filepath.Join(root, "cmd", "iwarp", "testdata", "siw-terminate.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "session.pcap"), capture, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "iwarp"), "replay", "--addr", "127.0.0.1:0", "session.pcap")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + dir, "HOME=" + dir}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncWriter
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Error("iwarp replay did not stop on SIGINT")
+		}
+	}()
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "open "); ok {
+				urlc <- strings.Fields(rest)[0]
+			}
+		}
+	}()
+	var page string
+	select {
+	case page = <-urlc:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("iwarp replay printed no address; stderr:\n%s", stderr.String())
+	}
+	base, _, _ := strings.Cut(page, "?")
+	get := func(path string) []byte {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return b
+	}
+	if !strings.Contains(page, "?capture=replay%2Fsession.pcap") {
+		t.Errorf("iwarp replay's URL: %s", page)
+	}
+	if !bytes.Contains(get(""), []byte(`<script src="replay.js">`)) {
+		t.Error("the installed replay's page has no replay.js")
+	}
+	if !bytes.Equal(get("replay/session.pcap"), capture) {
+		t.Error("the installed replay serves another capture than it was given")
+	}
+	if !bytes.Contains(get("captures/index.json"), []byte("siw-terminate.pcap")) || len(get("captures/rping-tcp.pcap")) == 0 {
+		t.Error("the installed replay does not serve the bundled captures")
+	}
+	if strings.Contains(stderr.String(), "building the browser peer") {
+		t.Errorf("the installed replay built the browser peer:\n%s", stderr.String())
+	}
+	t.Logf("the installed iwarp replay served the page, the capture and the bundled captures from a directory with only the capture")
+}
