@@ -27,8 +27,9 @@ message (sctp), with the DDP and RDMAP fields and a note in plain words.
 
 TCP: each connection's byte streams are reassembled, the MPA Request and
 Reply Frames found (so the capture must hold the connection's start),
-Markers stripped and CRCs checked as negotiated. SCTP: DATA chunks with
-PPID 16 (DDP Segment) and 17 (DDP Stream Session Control), unencrypted: as
+Markers stripped and CRCs checked as negotiated. SCTP (in IP, or in UDP
+as RFC 6951 encapsulates it): DATA chunks with PPID 16 (DDP Segment) and
+17 (DDP Stream Session Control), unencrypted: as
 Wireshark exports them after DTLS decryption, or as "iwarp serve --pcap"
 and "iwarp perf --pcap" record them, or in the Wireshark Upper PDU
 records that Wireshark's "Export PDUs to File" writes.
