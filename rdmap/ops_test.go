@@ -547,3 +547,28 @@ func TestRemoteInvalidateSharedSTag(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Send's Data needs no registered memory: it is copied at the post, so
+// the slice may change at once; it is bounded by MaxInline and excludes
+// an SGL.
+func TestSendData(t *testing.T) {
+	a, b := newPair(t, pairOpts{cfg: QPConfig{MaxInline: 16}})
+	rbuf := b.reg(t, 32, LocalWrite)
+	b.qp.PostRecv(RecvWR{ID: 1, SGL: []SGE{{MR: rbuf, Length: 32}}})
+	msg := []byte("by value")
+	mustPost(t, a.qp.PostSend(SendWR{ID: 1, Data: msg}))
+	copy(msg, "changed!")
+	if c := wait(t, b.rcq); c.Status != StatusSuccess || c.ByteLen != 8 || string(rbuf.Bytes()[:8]) != "by value" {
+		t.Fatalf("%+v, %q", c, rbuf.Bytes()[:8])
+	}
+	if c := wait(t, a.scq); c.WRID != 1 || c.Status != StatusSuccess {
+		t.Fatalf("%+v", c)
+	}
+	if err := a.qp.PostSend(SendWR{Data: make([]byte, 17)}); !errors.Is(err, ErrInlineTooBig) {
+		t.Fatalf("17 octets of Data: %v", err)
+	}
+	src := a.reg(t, 8, 0)
+	if err := a.qp.PostSend(SendWR{Data: msg, SGL: []SGE{{MR: src, Length: 8}}}); err == nil {
+		t.Fatal("a Send with Data and an SGL was posted")
+	}
+}

@@ -1,6 +1,7 @@
 package rdmap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -27,7 +28,15 @@ func (qp *QueuePair) PostSend(wr SendWR) error {
 		op = OpSendInvalidate
 	}
 	*e = sqEntry{sglBuf: e.sglBuf, id: wr.ID, kind: kindSend, op: op, sgl: sgl, n: n, invSTag: wr.InvalidateSTag, signaled: !wr.Unsignaled, fence: wr.Fence}
-	if wr.Inline {
+	if wr.Data != nil {
+		if len(wr.SGL) > 0 {
+			return errors.New("rdmap: a Send with Data has an empty SGL")
+		}
+		if len(wr.Data) > qp.cfg.MaxInline {
+			return fmt.Errorf("%w: %d > %d", ErrInlineTooBig, len(wr.Data), qp.cfg.MaxInline)
+		}
+		e.sgl, e.n = [][]byte{bytes.Clone(wr.Data)}, uint64(len(wr.Data))
+	} else if wr.Inline {
 		if err := qp.inline(e); err != nil {
 			return err
 		}

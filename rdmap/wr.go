@@ -39,6 +39,11 @@ type SendWR struct {
 	// Inline copies the payload when the request is posted, so the
 	// memory can be reused at once; at most QPConfig.MaxInline octets.
 	Inline bool
+	// Data, when not nil, is the payload itself, in memory that needs no
+	// registration: it is copied when the request is posted, as Inline
+	// copies an SGL's (at most QPConfig.MaxInline octets), and SGL must
+	// be empty. For small messages: a request, a reply, a credit.
+	Data []byte
 	// Unsignaled suppresses the completion on success.
 	Unsignaled bool
 	// Fence holds this request until every earlier RDMA Read has
