@@ -164,6 +164,11 @@ try {
   await page.click("#rp-step");
   const after = await msn3();
   if (!after || after.delivered !== 512 || after.pending !== 0 || !after.cq.includes("#10 delivers Send")) fail("after #10 the Send should be delivered: " + JSON.stringify(after));
+  // The grid shows the first 512 of 70,000 octets; the bar under it all
+  // three segments, each at MO / 70,000 of its width.
+  const marks = await page.evaluate(() => [...document.querySelectorAll("#remote-regions .region[data-msn='3'] .rp-extent span")].map((m) => [m.dataset.n, m.className, parseFloat(m.style.left)]));
+  const wantMarks = [["8", "delivered", 0], ["9", "delivered", 100 * 32744 / 70000], ["10", "delivered", 100 * 65488 / 70000]];
+  if (marks.length !== 3 || marks.some((m, i) => m[0] !== wantMarks[i][0] || m[1] !== wantMarks[i][1] || Math.abs(m[2] - wantMarks[i][2]) > 0.01)) fail("the MSN 3 buffer's bar: " + JSON.stringify(marks));
   await page.screenshot({ path: join(out, "replay-send-delivered.png"), fullPage: true });
 
   step("bad files: each says what is wrong, the page stays usable");

@@ -311,9 +311,20 @@
     }
     const text = document.createElement("p");
     text.className = "textview";
-    div.append(h, meta, grid, text);
+    // A buffer larger than its grid gets a bar of its whole extent, one
+    // mark a segment at its place: the grid shows the first octets only.
+    let bar = null;
+    if (b.shown < b.len) {
+      bar = document.createElement("div");
+      bar.className = "rp-extent";
+      bar.setAttribute("role", "img");
+      bar.setAttribute("aria-label", "Where segments landed in all " + b.len + " octets");
+    }
+    div.append(h, meta, grid);
+    if (bar) div.append(bar);
+    div.append(text);
     box.prepend(div);
-    r = { id, div, cells: grid.children, data: new Uint8Array(b.shown), used: R.cursor, side: s, text };
+    r = { id, div, cells: grid.children, data: new Uint8Array(b.shown), used: R.cursor, side: s, text, bar, marks: new Map() };
     R.regions.set(id, r);
     if (R.cursor > 0) {
       const st = JSON.parse(iwarpReplay.snapshot(R.cursor, [id]))[0];
@@ -334,8 +345,29 @@
     return r;
   }
 
+  const BAR_MARKS = 200; // marks kept on a bar; the oldest go
+
+  function mark(r, e) {
+    if (!r.bar || r.marks.has(e.i)) return;
+    const len = buffer(e.buffer).len;
+    const m = document.createElement("span");
+    m.className = "pending";
+    m.style.left = (100 * e.offset / len) + "%";
+    m.style.width = Math.max(0.3, 100 * (e.rec.payload_len || 0) / len) + "%";
+    m.title = "#" + e.rec.n + ": " + (e.rec.payload_len || 0) + " octets at offset " + e.offset;
+    m.dataset.n = e.rec.n;
+    r.bar.append(m);
+    r.marks.set(e.i, m);
+    if (r.marks.size > BAR_MARKS) {
+      const [k, old] = r.marks.entries().next().value;
+      old.remove();
+      r.marks.delete(k);
+    }
+  }
+
   function place(e) {
     const r = region(e.buffer);
+    mark(r, e);
     const d = e.data ? Uint8Array.from(atob(e.data), (ch) => ch.charCodeAt(0)) : new Uint8Array(0);
     for (let i = 0; i < d.length; i++) {
       const k = e.offset + i;
@@ -353,6 +385,8 @@
 
   function deliver(e) {
     const r = R.regions.get(e.buffer);
+    const m = r && r.marks.get(e.i);
+    if (m) m.className = "delivered";
     if (!r || !e.data) return;
     const n = atob(e.data).length;
     for (let i = 0; i < n; i++) {
@@ -648,6 +682,17 @@
     const seen = new Set();
     for (const id of recent.reverse()) seen.add(id);
     for (const id of [...seen].reverse().slice(-2 * REGIONS)) region(id);
+    // The bars of large buffers: the last records' marks.
+    for (let i = from; i < n; i++) {
+      const e = event(i);
+      if (e.conn !== R.conn.id) continue;
+      const r = e.buffer && R.regions.get(e.buffer);
+      if (r) mark(r, e);
+      for (const j of e.delivered || []) {
+        const d = event(j), rr = R.regions.get(d.buffer), m = rr && rr.marks.get(j);
+        if (m) m.className = "delivered";
+      }
+    }
     drawText();
     position();
   }
