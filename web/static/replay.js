@@ -225,7 +225,7 @@
     if (c.transport !== "tcp") return;
     const dl = document.createElement("dl");
     const frame = (f) => !f ? "not in the capture" :
-      `revision ${f.rev}, Markers ${f.markers ? "asked for" : "no"}, CRC ${f.crc ? "asked for" : "no"}` + (f.reject ? ", REJECTED" : "") +
+      `revision ${f.rev}, M ${f.markers ? "1 (Markers required in the FPDUs sent to it)" : "0"}, C ${f.crc ? "1 (CRCs preferred)" : "0"}` + (f.reject ? ", REJECTED" : "") +
       (f.enhanced ? `, enhanced: IRD ${f.ird}, ORD ${f.ord}` + (f.peer_to_peer ? ", peer-to-peer, RTR " +
         ([f.send_rtr && "zero-length Send", f.write_rtr && "zero-length Write", f.read_rtr && "zero-length Read"].filter(Boolean).join(" or ") || "none") : "") : "") +
       `, ${atob(f.private_data || "").length} octets of private data` + privateText(f.private_data);
