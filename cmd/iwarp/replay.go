@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,17 +36,19 @@ it; Read Requests with their Responses, Terminates with the segment they
 name. Controls: play, pause, step, speed, jump to a record; select a
 row for its headers, the fields "iwarp dump" prints.
 
-FILE must hold MPA/TCP or DDP/SCTP in the clear. KEYLOG, the key log
-that --keylog wrote, is not used to decrypt DTLS here: record with
---pcap (serve, perf and rping write the SCTP packets before DTLS
-encryption), or decrypt in Wireshark with the key log and export the
-PDUs, then replay that file.
+FILE holds MPA/TCP, or DDP/SCTP in IP or UDP, in the clear; or DDP
+over SCTP over DTLS 1.2, with KEYLOG, the key log that --keylog wrote
+for the session: the command decrypts the records it can (AES-GCM, and
+AES-CBC with HMAC-SHA256, with certificates or a PSK) and serves the
+SCTP packets in the clear. A capture recorded with --pcap needs no key
+log: serve, perf and rping write the SCTP packets before encryption.
 
 The live demo works on the same page ("Back to the live demo").
 
 Examples:
 	iwarp replay session.pcap
 	iwarp replay --addr 127.0.0.1:8090 cmd/iwarp/testdata/siw-terminate.pcap
+	iwarp replay live.pcapng keys.log
 
 Flags:
 `
@@ -83,15 +84,22 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	m, warning, err := replay.Decode(b)
-	if err != nil {
-		if errors.Is(err, replay.ErrEncrypted) && fs.NArg() == 2 {
-			return fmt.Errorf("%s: this command does not decrypt DTLS with the key log %s. %s", file, fs.Arg(1), replay.HowToDecrypt)
+	var keylog []byte
+	if fs.NArg() == 2 {
+		if keylog, err = os.ReadFile(fs.Arg(1)); err != nil {
+			return err
 		}
+	}
+	m, warning, err := replay.DecodeKeyLog(b, keylog)
+	if err != nil {
 		return fmt.Errorf("%s: %v", file, err)
 	}
-	if fs.NArg() == 2 {
-		fmt.Fprintf(stderr, "iwarp replay: %s holds iWARP in the clear; the key log %s is not needed\n", file, fs.Arg(1))
+	if len(keylog) > 0 {
+		if _, _, err := replay.Decode(b); err == nil {
+			fmt.Fprintf(stderr, "iwarp replay: %s holds iWARP in the clear; the key log %s is not needed\n", file, fs.Arg(1))
+		} else if clear, _, err := replay.DecryptDTLS(b, keylog); err == nil {
+			b = clear // the page gets the SCTP packets in the clear
+		}
 	}
 	if warning != "" {
 		fmt.Fprintf(stderr, "iwarp replay: %s: %s\n", file, warning)

@@ -13,11 +13,9 @@ import (
 // records over UDP, as DDP over SCTP over DTLS is on the wire.
 var ErrEncrypted = errors.New("no iWARP in the clear, but DTLS records over UDP: DDP over SCTP over DTLS, encrypted. " + HowToDecrypt)
 
-// HowToDecrypt says how to get a capture the decoder can read from an
-// encrypted DDP/SCTP session.
-const HowToDecrypt = `To replay it, record the session with --pcap (iwarp serve, perf and rping write the SCTP packets before DTLS encryption, no key needed), ` +
-	`or decrypt it in Wireshark with the key log that --keylog wrote (Preferences > Protocols > TLS > (Pre)-Master-Secret log filename), ` +
-	`then save the decrypted packets with File > Export PDUs to File and replay that file.`
+// HowToDecrypt says how to replay an encrypted DDP/SCTP session.
+const HowToDecrypt = `To replay it, give the key log that --keylog wrote beside the capture (drop both files on the page, or: iwarp replay CAPTURE KEYLOG), ` +
+	`or record the session with --pcap (iwarp serve, perf and rping write the SCTP packets before DTLS encryption, no key needed).`
 
 // maxDTLSScan bounds the packets looked at for DTLS.
 const maxDTLSScan = 10000
@@ -64,4 +62,29 @@ func Decode(b []byte) (m *Model, warning string, err error) {
 		warning = fmt.Sprintf("%v: the records before it are shown", err)
 	}
 	return Build(recs), warning, nil
+}
+
+// DecodeKeyLog is Decode for a capture of DDP over SCTP over DTLS 1.2
+// with the key log of its sessions (the NSS format --keylog writes): it
+// decrypts what it can (DecryptDTLS) and decodes that, saying in the
+// warning how many records it decrypted. A capture with iWARP in the
+// clear is decoded as it is, the key log unused.
+func DecodeKeyLog(b, keylog []byte) (m *Model, warning string, err error) {
+	m, warning, err = Decode(b)
+	if err == nil || len(keylog) == 0 || !errors.Is(err, ErrEncrypted) && !errors.Is(err, capture.ErrNotIWARP) {
+		return m, warning, err
+	}
+	clear, n, derr := DecryptDTLS(b, keylog)
+	if derr != nil {
+		return nil, "", derr
+	}
+	m, warning, err = Decode(clear)
+	if err != nil {
+		return nil, "", fmt.Errorf("%d DTLS records decrypted with the key log, but: %w", n, err)
+	}
+	note := fmt.Sprintf("%d DTLS records decrypted with the key log", n)
+	if warning != "" {
+		note += "; " + warning
+	}
+	return m, note, nil
 }
