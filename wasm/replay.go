@@ -15,7 +15,8 @@ import (
 // model the page plays (internal/replay), run on a capture the page
 // read from a file; nothing leaves the browser.
 //
-//	decode(uint8Array)        -> JSON summary (replay.Model.SummaryJSON) | JSON {error}
+//	decode(uint8Array, keylog) -> JSON summary (replay.Model.SummaryJSON) | JSON {error};
+//	                             keylog, optional: the octets of a --keylog file, for DTLS
 //	events(from, n)           -> JSON array of events [from, from+n)
 //	snapshot(n, [buffer IDs]) -> JSON array of the buffers' states after events [0, n)
 //
@@ -37,11 +38,16 @@ func replayDecode(a []js.Value) any {
 	}
 	b := make([]byte, src.Get("byteLength").Int())
 	js.CopyBytesToGo(b, src)
+	var keylog []byte
+	if k := a[1]; k.Type() == js.TypeObject && k.Get("byteLength").Type() == js.TypeNumber {
+		keylog = make([]byte, k.Get("byteLength").Int())
+		js.CopyBytesToGo(keylog, k)
+	}
 	loaded = nil
 	// Decoding allocates a record a packet and keeps most of them: with
 	// the collector run less often it takes about a third less time.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	m, warning, err := replay.Decode(b)
+	m, warning, err := replay.DecodeKeyLog(b, keylog)
 	if err != nil {
 		return errorJSON(err.Error())
 	}

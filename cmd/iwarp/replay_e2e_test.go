@@ -91,6 +91,15 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	siw := assets["captures/siw-terminate.pcap"]
 	badFiles(t, dir, siw)
+	for _, name := range []string{"dtls-cert.pcapng", "dtls-cert.keylog"} {
+		b, err := os.ReadFile(filepath.Join(root, "internal", "replay", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	bigCapture(t, filepath.Join(dir, "fpdus-100000.pcap"), 100000)
 	assets["replay/siw-terminate.pcap"] = siw // as "iwarp replay" serves it
 

@@ -14,7 +14,8 @@
 // with the fields dump prints (STag, TO, QN, MSN, MO, opcode, L, CRC,
 // the Terminate triple). Then: each bad file gives its message and the
 // page still replays; the 100,000 FPDUs decode in under 5 s and play at
-// 1,000 segments drawn a second or more; ?capture= loads a capture as
+// 1,000 segments drawn a second or more; a DTLS capture is refused, then
+// decrypted with its key log; ?capture= loads a capture as
 // "iwarp replay" serves it. Screenshots go to IWARP_ARTIFACTS.
 import { chromium } from "playwright-core";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -187,6 +188,20 @@ try {
     await page.screenshot({ path: join(out, "replay-bad-" + file + ".png") });
     try { await chooseBundled(page, "rping-tcp.pcap"); } catch (e) { fail(`after ${file} the page no longer replays: ${e.message}`); }
   }
+
+  step("DDP over SCTP over DTLS with its key log, decrypted in the page");
+  await pick(page, "dtls-cert.pcapng");
+  const enc = await loaded(page, "dtls-cert.pcapng without its key log", ["err"]);
+  if (!enc.text.includes("give the key log")) fail("an encrypted capture without its key log: " + enc.text);
+  await page.setInputFiles("#rp-keylog", join(data, "dtls-cert.keylog"));
+  await pick(page, "dtls-cert.pcapng");
+  const dec = await loaded(page, "dtls-cert.pcapng with its key log", ["warn"]);
+  if (!dec.text.includes("12 records, 8 segments, 8 messages delivered") || !dec.text.includes("DTLS records decrypted with the key log")) fail("decrypted: " + dec.text);
+  else console.log("   " + dec.text);
+  await page.click("#rp-end");
+  const writes = await page.evaluate(() => document.querySelectorAll("#ladder li[data-opcode='0'][data-delivered='1']").length);
+  if (writes < 2) fail(`the decrypted session shows ${writes} delivered Writes, want 2 or more`);
+  await page.screenshot({ path: join(out, "replay-dtls.png"), fullPage: true });
 
   step("100,000 FPDUs: decoded in the page, played at speed");
   await pick(page, "fpdus-100000.pcap");

@@ -22,6 +22,7 @@
 
   const R = {
     active: false, model: null, name: "", conn: null, cursor: 0, total: 0,
+    keylog: null,            // the octets of a --keylog file, for DTLS captures
     playing: false, speed: 25, acc: 0, last: 0,
     chunks: new Map(),       // first event index of a chunk -> events
     regions: new Map(),      // buffer ID -> {div, cells, data, used, side}
@@ -41,11 +42,12 @@
       <h2 id="replay-h">Replay a capture</h2>
       <p class="hint">Drop a pcap or pcapng file on the page, or pick one: the page decodes it itself with the decoder of
         <code>iwarp dump</code>, compiled to WebAssembly (nothing is uploaded), and plays it on the picture below: MPA over TCP
-        (IPv4, IPv6, Markers, CRCs) and DDP over SCTP. DTLS-encrypted SCTP must be decrypted first: record with
-        <code>--pcap</code> (before encryption), or decrypt in Wireshark with the <code>--keylog</code> file and
-        File ▸ Export PDUs to File.</p>
+        (IPv4, IPv6, Markers, CRCs) and DDP over SCTP (in IP or UDP). DDP over SCTP over DTLS 1.2 is decrypted here too,
+        with the key log that <code>--keylog</code> wrote: pick it beside the capture, or drop both files
+        (a <code>--pcap</code> recording needs none: it holds the SCTP packets before encryption).</p>
       <div class="conn">
         <label>Capture file <input type="file" id="rp-file" accept=".pcap,.pcapng,.cap,.dmp"></label>
+        <label>Key log, for DTLS <input type="file" id="rp-keylog"></label>
         <label>or a bundled capture <select id="rp-bundled"><option value="">(choose one)</option></select></label>
         <button type="button" id="rp-load">Replay it</button>
       </div>
@@ -107,6 +109,22 @@
     return iwarpReplay;
   }
 
+  // isKeyLog tells a key log from a capture by its first line.
+  async function isKeyLog(file) {
+    const head = new TextDecoder().decode(await file.slice(0, 64).arrayBuffer());
+    return /^(CLIENT_RANDOM |#)/.test(head);
+  }
+
+  async function loadFiles(files) {
+    let capture = null;
+    for (const f of files) {
+      if (f.size < 1 << 20 && await isKeyLog(f)) R.keylog = new Uint8Array(await f.arrayBuffer());
+      else capture = f;
+    }
+    if (capture) await loadFile(capture);
+    else if (R.keylog) status("Key log read: now pick or drop the capture.", "ok");
+  }
+
   async function loadFile(file) {
     if (file.size > MAX_FILE) {
       status(`${file.name} is ${(file.size / 2 ** 20).toFixed(0)} MiB; the page replays captures of up to ${MAX_FILE >> 20} MiB. ` +
@@ -133,7 +151,7 @@
     const t0 = performance.now();
     let s;
     try {
-      s = JSON.parse(dec.decode(bytes));
+      s = JSON.parse(R.keylog ? dec.decode(bytes, R.keylog) : dec.decode(bytes));
     } catch (e) {
       status(name + ": the decoder failed: " + e.message, "err");
       return;
@@ -699,6 +717,15 @@
 
   function wire() {
     $("rp-file").addEventListener("change", () => { const f = $("rp-file").files[0]; if (f) loadFile(f).catch((e) => status(e.message, "err")); });
+    $("rp-keylog").addEventListener("change", async () => {
+      const f = $("rp-keylog").files[0];
+      if (!f) return;
+      if (f.size > 1 << 20) return status(f.name + " is too large for a key log.", "err");
+      R.keylog = new Uint8Array(await f.arrayBuffer());
+      const c = $("rp-file").files[0];
+      if (c) loadFile(c).catch((e) => status(e.message, "err"));
+      else status("Key log read: now pick or drop the capture.", "ok");
+    });
     $("rp-load").addEventListener("click", () => {
       const v = $("rp-bundled").value;
       if (!v) return status("Choose a bundled capture first, or pick a file.", "err");
@@ -720,8 +747,8 @@
     document.addEventListener("drop", (ev) => {
       ev.preventDefault();
       document.body.classList.remove("rp-drop");
-      const f = ev.dataTransfer && ev.dataTransfer.files[0];
-      if (f) loadFile(f).catch((e) => status(e.message, "err"));
+      const fs = ev.dataTransfer ? [...ev.dataTransfer.files] : [];
+      if (fs.length) loadFiles(fs).catch((e) => status(e.message, "err"));
     });
   }
 
