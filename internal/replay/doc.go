@@ -25,6 +25,14 @@
 // A CRC that fails marks the FPDU bad: RFC 5044 §4.4 has the receiver
 // treat it as invalid, so nothing of it is placed.
 //
+// DecryptDTLS opens DDP over SCTP over DTLS 1.2 (RFC 6347) with the key
+// log of the sessions (NSS CLIENT_RANDOM lines, as --keylog writes
+// them): the keys come from the logged master secret by the TLS 1.2
+// PRF's key expansion (RFC 5246 §6.3), the records open with AES-GCM
+// (RFC 5288) or AES-CBC with HMAC-SHA256 checked (RFC 5246 §6.2.3.2).
+// Deviations: no CCM suites, no renegotiation, and a record that fails
+// to open is skipped and counted, not reported one by one.
+//
 // Build is pure computation on the records: no network, no files, and it
 // compiles for js/wasm, where the page's WebAssembly calls it.
 // Model.SummaryJSON, EventsJSON and SnapshotJSON give the JSON the page
