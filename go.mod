@@ -2,16 +2,11 @@ module github.com/iwarpgo/iwarp
 
 go 1.26
 
-// pion versions: pion/sctp v1.11.3 and
-// webrtc/v4 v4.2.20, released against pion/transport/v5 v5.0.1; dtls/v3
-// v3.1.15 is the newest (v3 rather than v2, which has an unfixed advisory,
-// CVE-2026-26014). The newer pion/sctp v1.12.1 with webrtc/v4 v4.2.26
-// (transport/v5 v5.1.4, which the module proxy now serves) was tried on
-// 2026-11-23 and not kept: no throughput gained over DTLS/UDP, while
-// WebRTC data channels waited on retransmission timeouts after losses
-// (16 KiB segments: 26-52 MB/s at about 100 % CPU in two runs of three,
-// against 47-58 MB/s at 170 % on v1.11.3 the same day; see
-// docs/performance.md).
+// pion: dtls/v3 carries sctp://'s DTLS (v3 rather than v2, which has an
+// unfixed advisory, CVE-2026-26014); sctp, webrtc/v4 and the rest carry
+// the browser demo's data channels, and pion/sctp is sctp://'s optional
+// association (sctpddp.Config.PionSCTP) and a partner in the interop
+// tests.
 
 require (
 	github.com/coder/websocket v1.8.15
