@@ -19,10 +19,10 @@ import (
 	"time"
 )
 
-// TestSoakServe runs the attacks of issue 19 at the issue's scale against
-// the built binaries, "iwarp serve" (tcp:// and sctp:// with --psk) and
+// TestSoakServe runs the hostile-peer attacks at full scale against the
+// built binaries, "iwarp serve" (tcp:// and sctp:// with --psk) and
 // "iwarp perf --listen", each started afresh for one attack with its
-// default limits, and checks what the issue's "Done when" asks:
+// default limits, and checks:
 //
 //   - a bad-CRC RDMA Write leaves the served region as it was;
 //   - a peer holding 3,800 silent MPA connections (and, apart, 3,800 TCP

@@ -73,7 +73,7 @@ func refusal(t *testing.T, m Ctl, err error, want RefusalCode) {
 }
 
 // TestPerfHelloAsksForGigabytes: hellos asking for 8 GiB (1024 buffers of
-// 8 MiB, as the server before issue 19 allocated), for 2 GiB within the
+// 8 MiB, which a server without limits would allocate), for 2 GiB within the
 // buffer count, and for sizes out of range are refused before anything is
 // allocated, while a real perf run works beside them; the server's heap
 // stays far under 1 GiB.

@@ -33,7 +33,7 @@ func tcpPair(tb testing.TB) (net.Conn, net.Conn) {
 
 // BenchmarkPerfRawTCPStream compares shapes of the plain TCP stream that
 // --compare-raw measures against: each message written on its own (the
-// baseline before issue 15), copied into batches, or gathered from the
+// simplest baseline), copied into batches, or gathered from the
 // source (writev) in batches of various sizes; CRC32c on both sides.
 //
 //	go test -run XXX -bench PerfRawTCPStream -benchtime 20000x ./internal/perf
