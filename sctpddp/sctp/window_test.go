@@ -48,7 +48,7 @@ func TestReceiveWindowFollowsReads(t *testing.T) {
 	if held := in.queuedBytes(); held > start {
 		t.Fatalf("%d bytes held unread beyond the window of %d", held, start)
 	}
-	// Read everything as it comes: the window grows.
+	// Read everything, so that the sender finishes.
 	buf := make([]byte, len(msg))
 	for range 256 {
 		if _, _, _, err := in.ReadMessage(ctx, buf); err != nil {
@@ -58,9 +58,38 @@ func TestReceiveWindowFollowsReads(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	if w := b.ReceiveWindow(); w <= start {
-		t.Fatalf("receive window %d after 8 MiB read at once, want it grown beyond %d", w, start)
+}
+
+// tuneWindow, on the association's clock: the window doubles when the
+// readers take half of it within two round trips, stays when they take
+// it more slowly, stops at ReceiveBufferSize, and returns to
+// ReceiveWindow after an idle second.
+func TestTuneWindow(t *testing.T) {
+	const start, limit = 256 << 10, 1 << 20
+	now := time.Unix(1000, 0)
+	rcv, err := NewReceiver(ReceiverConfig{PeerInitialTSN: 1, BufferSize: limit, InitialWindow: start, InboundStreams: 1}, func(RecvMessage) {})
+	if err != nil {
+		t.Fatal(err)
 	}
+	snd := NewSender(SenderConfig{PMDCS: 1200, InitialTSN: 1, PeerRwnd: limit}, now)
+	snd.ObserveRTT(10 * time.Millisecond)
+	a := &Association{cfg: Config{ReceiveBufferSize: limit, ReceiveWindow: start}, rcv: rcv, snd: snd}
+	step := func(d time.Duration, n int, want uint32) {
+		t.Helper()
+		now = now.Add(d)
+		a.tuneWindow(now, n)
+		if w := a.rcv.Window(); w != want {
+			t.Fatalf("window %d, want %d", w, want)
+		}
+	}
+	step(0, 64<<10, start)                   // the epoch starts
+	step(5*time.Millisecond, 64<<10, 2*start) // half the window in 5 ms: doubles
+	step(100*time.Millisecond, 256<<10, 2*start)
+	step(100*time.Millisecond, 256<<10, 2*start) // half of it in 200 ms, 20 round trips: stays
+	step(time.Millisecond, 256<<10, limit)       // fast again: doubles, to the limit
+	step(time.Millisecond, 512<<10, limit)
+	step(time.Millisecond, 512<<10, limit) // at the limit: stays
+	step(2*time.Second, 1, start)          // after an idle second: back to the start
 }
 
 // queuedBytes returns the bytes of the messages waiting to be read.
