@@ -82,7 +82,7 @@ func TestTuneWindow(t *testing.T) {
 			t.Fatalf("window %d, want %d", w, want)
 		}
 	}
-	step(0, 64<<10, start)                   // the epoch starts
+	step(0, 64<<10, start)                    // the epoch starts
 	step(5*time.Millisecond, 64<<10, 2*start) // half the window in 5 ms: doubles
 	step(100*time.Millisecond, 256<<10, 2*start)
 	step(100*time.Millisecond, 256<<10, 2*start) // half of it in 200 ms, 20 round trips: stays
