@@ -193,8 +193,9 @@ try {
   await pick(page, "dtls-cert.pcapng");
   const enc = await loaded(page, "dtls-cert.pcapng without its key log", ["err"]);
   if (!enc.text.includes("give the key log")) fail("an encrypted capture without its key log: " + enc.text);
+  // Given the key log, the page decodes the capture already picked again
+  // (picking the same file twice fires no change event).
   await page.setInputFiles("#rp-keylog", join(data, "dtls-cert.keylog"));
-  await pick(page, "dtls-cert.pcapng");
   const dec = await loaded(page, "dtls-cert.pcapng with its key log", ["warn"]);
   if (!dec.text.includes("12 records, 8 segments, 8 messages delivered") || !dec.text.includes("DTLS records decrypted with the key log")) fail("decrypted: " + dec.text);
   else console.log("   " + dec.text);
