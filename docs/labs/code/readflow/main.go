@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -176,6 +177,15 @@ func run(c config) error {
 		} else {
 			err = alice.PostRead(rdmap.ReadWR{ID: wr, Local: rdmap.SGE{MR: sink, Length: uint32(c.size)},
 				RemoteSTag: src.STag(), RemoteTO: src.Base()})
+		}
+		if errors.Is(err, rdmap.ErrNotRunning) {
+			// bob's Terminate came back before this Request was
+			// posted: the stream has ended, and it is refused.
+			l.mu.Lock()
+			l.printf("alice wr %d refused: %v", wr, err)
+			l.mu.Unlock()
+			sinks = sinks[:i]
+			break
 		}
 		if err != nil {
 			return err
