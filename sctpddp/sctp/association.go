@@ -451,27 +451,10 @@ func (a *Association) run(now time.Time) {
 			now = time.Now()
 			a.handlePacket(now, p)
 			a.free <- p[:cap(p)]
-			// Drain what else is waiting before sending.
-			for more := true; more; {
-				select {
-				case p := <-a.in:
-					a.handlePacket(now, p)
-					a.free <- p[:cap(p)]
-				default:
-					more = false
-				}
-			}
+			a.drainIn(now) // what else waits, before sending
 		case err := <-a.readErr:
 			now = time.Now()
-			for more := true; more; {
-				select {
-				case p := <-a.in:
-					a.handlePacket(now, p)
-					a.free <- p[:cap(p)]
-				default:
-					more = false
-				}
-			}
+			a.drainIn(now) // the packets read before the error
 			a.setErr(err)
 		case <-a.wake:
 			now = time.Now()
@@ -509,6 +492,20 @@ func (a *Association) run(now time.Time) {
 				return
 			}
 			a.flush(now)
+		}
+	}
+}
+
+// drainIn handles the packets the reader has handed over and the loop
+// has not taken yet.
+func (a *Association) drainIn(now time.Time) {
+	for {
+		select {
+		case p := <-a.in:
+			a.handlePacket(now, p)
+			a.free <- p[:cap(p)]
+		default:
+			return
 		}
 	}
 }
