@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/zip"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -76,41 +75,7 @@ func TestDemoGoInstall(t *testing.T) {
 	demo := exec.Command(filepath.Join(bin, "iwarp"), "demo", "--addr", "127.0.0.1:0")
 	demo.Dir = empty
 	demo.Env = []string{"PATH=" + empty, "HOME=" + empty} // no go command to fall back on
-	stdout, err := demo.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncWriter // written by exec's copying goroutine while the test reads it
-	demo.Stderr = &stderr
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		demo.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- demo.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			demo.Process.Kill()
-			t.Error("iwarp demo did not stop on SIGINT")
-		}
-	}()
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "open "); ok {
-				urlc <- strings.Fields(rest)[0]
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-urlc:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("iwarp demo printed no address; stderr:\n%s", stderr.String())
-	}
+	url, stderr := startServing(t, demo)
 	get := func(path string) (*http.Response, []byte) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, "GET", url+strings.TrimPrefix(path, "/"), nil)

@@ -38,32 +38,8 @@ import (
 // serves a capture the way "iwarp replay" does. Screenshots go to
 // .artifacts/replay-e2e. Skipped without chromium or node.
 func TestReplayInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser test; not with -short")
-	}
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		t.Skipf("no chromium at %s (apt-get install chromium): %v", chromium, err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("no node (apt-get install nodejs npm)")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e2e := filepath.Join(root, "web", "e2e")
-	if _, err := os.Stat(filepath.Join(e2e, "node_modules", "playwright-core")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = e2e
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in web/e2e: %v\n%s", err, out)
-		}
-	}
+	b := needBrowser(t)
+	chromium, node, root, e2e := b.chromium, b.node, b.root, b.e2e
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	gz, execJS, err := web.BuildWasm(ctx, root)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // checkReplayInstalled runs "iwarp replay", as "go install" put it in
@@ -30,41 +28,7 @@ func checkReplayInstalled(t *testing.T, ctx context.Context, bin, dir, root stri
 	cmd := exec.Command(filepath.Join(bin, "iwarp"), "replay", "--addr", "127.0.0.1:0", "session.pcap")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + dir, "HOME=" + dir}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncWriter
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			t.Error("iwarp replay did not stop on SIGINT")
-		}
-	}()
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "open "); ok {
-				urlc <- strings.Fields(rest)[0]
-			}
-		}
-	}()
-	var page string
-	select {
-	case page = <-urlc:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("iwarp replay printed no address; stderr:\n%s", stderr.String())
-	}
+	page, stderr := startServing(t, cmd)
 	base, _, _ := strings.Cut(page, "?")
 	get := func(path string) []byte {
 		t.Helper()
