@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/internal/udprelay"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -403,52 +404,6 @@ func TestRequestAcceptContext(t *testing.T) {
 	}
 }
 
-// relay forwards UDP datagrams between one client and target until cut.
-type relay struct {
-	pc  net.PacketConn
-	cut atomic.Bool
-}
-
-func newRelay(t *testing.T, target string) *relay {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := net.Dial("udp", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{pc: pc}
-	t.Cleanup(func() { pc.Close(); up.Close() })
-	var client atomic.Pointer[net.Addr]
-	go func() {
-		b := make([]byte, 65536)
-		for {
-			n, a, err := pc.ReadFrom(b)
-			if err != nil {
-				return
-			}
-			client.Store(&a)
-			if !r.cut.Load() {
-				up.Write(b[:n])
-			}
-		}
-	}()
-	go func() {
-		b := make([]byte, 65536)
-		for {
-			n, err := up.Read(b)
-			if err != nil {
-				return
-			}
-			if a := client.Load(); a != nil && !r.cut.Load() {
-				pc.WriteTo(b[:n], *a)
-			}
-		}
-	}()
-	return r
-}
-
 // A peer that vanishes: both ends' streams end with ErrPeerDead within
 // the dead-peer time, and the error says so.
 func TestPeerDead(t *testing.T) {
@@ -459,7 +414,7 @@ func TestPeerDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	r := newRelay(t, l.Addr().String())
+	r := udprelay.New(t, l.Addr().String())
 	ss := newSide(t)
 	accepted := make(chan *iwarp.Conn, 1)
 	go func() {
@@ -471,7 +426,7 @@ func TestPeerDead(t *testing.T) {
 		c, _ := req.Accept(ctxT(t), ss.qp, nil)
 		accepted <- c
 	}()
-	cli, err := iwarp.Dial(ctxT(t), "sctp://"+r.pc.LocalAddr().String(), newSide(t).qp, &iwarp.Config{SCTP: cfg})
+	cli, err := iwarp.Dial(ctxT(t), "sctp://"+r.Addr().String(), newSide(t).qp, &iwarp.Config{SCTP: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +436,7 @@ func TestPeerDead(t *testing.T) {
 		t.Fatal("not accepted")
 	}
 	defer srv.Close()
-	r.cut.Store(true)
+	r.Cut()
 	start := time.Now()
 	for _, c := range []*iwarp.Conn{cli, srv} {
 		select {

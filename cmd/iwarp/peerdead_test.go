@@ -5,68 +5,21 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/internal/udprelay"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
 
-// cutRelay forwards UDP datagrams between one client and target until
-// cut, then drops them all: a peer that vanishes without a word.
-type cutRelay struct {
-	pc  net.PacketConn
-	cut atomic.Bool
-}
-
-func newCutRelay(t *testing.T, target string) *cutRelay {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := net.Dial("udp", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &cutRelay{pc: pc}
-	t.Cleanup(func() { pc.Close(); up.Close() })
-	var client atomic.Pointer[net.Addr]
-	go func() {
-		b := make([]byte, 65536)
-		for {
-			n, a, err := pc.ReadFrom(b)
-			if err != nil {
-				return
-			}
-			client.Store(&a)
-			if !r.cut.Load() {
-				up.Write(b[:n])
-			}
-		}
-	}()
-	go func() {
-		b := make([]byte, 65536)
-		for {
-			n, err := up.Read(b)
-			if err != nil {
-				return
-			}
-			if a := client.Load(); a != nil && !r.cut.Load() {
-				pc.WriteTo(b[:n], *a)
-			}
-		}
-	}()
-	return r
-}
-
-func (r *cutRelay) url() string { return "sctp://" + r.pc.LocalAddr().String() }
+// relayURL is the sctp:// URL of r.
+func relayURL(r *udprelay.Relay) string { return "sctp://" + r.Addr().String() }
 
 // cmdProc is a running iwarp command whose stdout and stderr lines are read.
 type cmdProc struct {
@@ -136,11 +89,11 @@ func TestCommandsReportPeerDead(t *testing.T) {
 	t.Run("perf", func(t *testing.T) {
 		srv := startCmd(t, "perf", "--listen", "sctp://127.0.0.1:0", "--psk", "k", "--dead-peer", "1s")
 		addr := srv.waitFor(t, `listening on sctp://(\S+)`, 20*time.Second)[1]
-		r := newCutRelay(t, addr)
-		cl := startCmd(t, "perf", "--connect", r.url(), "--psk", "k", "--dead-peer", "1s", "--op", "write", "--size", "4096", "--duration", "60s")
+		r := udprelay.New(t, addr)
+		cl := startCmd(t, "perf", "--connect", relayURL(r), "--psk", "k", "--dead-peer", "1s", "--op", "write", "--size", "4096", "--duration", "60s")
 		cl.waitFor(t, `Write BW Test`, 20*time.Second)
 		time.Sleep(200 * time.Millisecond)
-		r.cut.Store(true)
+		r.Cut()
 		cut := time.Now()
 		cl.waitFor(t, peerDeadLine, 5*time.Second)
 		srv.waitFor(t, peerDeadLine, 5*time.Second)
@@ -151,18 +104,18 @@ func TestCommandsReportPeerDead(t *testing.T) {
 	t.Run("rping", func(t *testing.T) {
 		srv := startCmd(t, "rping", "-s", "-d", "--psk", "k", "--dead-peer", "1s", "sctp://127.0.0.1:0")
 		addr := srv.waitFor(t, `listening on sctp://(\S+)`, 20*time.Second)[1]
-		r := newCutRelay(t, addr)
-		cl := startCmd(t, "rping", "-c", "-d", "--psk", "k", "--dead-peer", "1s", r.url())
+		r := udprelay.New(t, addr)
+		cl := startCmd(t, "rping", "-c", "-d", "--psk", "k", "--dead-peer", "1s", relayURL(r))
 		cl.waitFor(t, `connected`, 20*time.Second)
 		time.Sleep(200 * time.Millisecond)
-		r.cut.Store(true)
+		r.Cut()
 		cl.waitFor(t, peerDeadLine, 5*time.Second)
 		srv.waitFor(t, peerDeadLine, 5*time.Second)
 	})
 	t.Run("serve", func(t *testing.T) {
 		srv := startCmd(t, "serve", "--listen", "sctp://127.0.0.1:0", "--psk", "k", "--dead-peer", "1s")
 		addr := srv.waitFor(t, `listening on sctp://(\S+)`, 20*time.Second)[1]
-		r := newCutRelay(t, addr)
+		r := udprelay.New(t, addr)
 		dev := rdmap.NewDevice(rdmap.DeviceConfig{})
 		cq := dev.NewCompletionQueue(4)
 		qp, err := dev.NewProtectionDomain().NewQueuePair(rdmap.QPConfig{SendCQ: cq, RecvCQ: cq})
@@ -172,13 +125,13 @@ func TestCommandsReportPeerDead(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cfg := &sctpddp.Config{PSK: []byte("k"), PSKIdentity: []byte("iwarp"), DeadPeerTimeout: time.Second}
-		c, err := iwarp.Dial(ctx, r.url(), qp, &iwarp.Config{SCTP: cfg})
+		c, err := iwarp.Dial(ctx, relayURL(r), qp, &iwarp.Config{SCTP: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		srv.waitFor(t, `conn 1: connected`, 5*time.Second)
-		r.cut.Store(true)
+		r.Cut()
 		srv.waitFor(t, `conn 1: `+peerDeadLine, 5*time.Second)
 		select {
 		case <-c.Done():
