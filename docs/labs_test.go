@@ -279,6 +279,26 @@ func waitGo(t *testing.T, ctx context.Context, p *demo.Page, what string, ok fun
 	}
 }
 
+// refusedOnceInvalid waits until the page sees the Go peer's memory mem
+// invalid after what, then Writes to it and waits for the Terminate that
+// refuses the Write: Invalid Steering Tag.
+func refusedOnceInvalid(t *testing.T, ctx context.Context, p *demo.Page, mem *wpeer.Region, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Region("Go peer memory").Valid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Go peer's memory is still valid after %s", what)
+		}
+		p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
+	}
+	if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
+		t.Fatal(err)
+	}
+	waitGo(t, ctx, p, "the Write after "+what, func(e wpeer.Event) bool {
+		return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+	})
+}
+
 // labText is what the page's "Write 1,000 octets" writes.
 func labText(n int) []byte {
 	var b []byte
@@ -458,19 +478,7 @@ func TestLabDemoObservations(t *testing.T) {
 		waitGo(t, ctx, p, "the Send with Invalidate", func(e wpeer.Event) bool {
 			return e.Kind == "completion" && e.Op == "RECV"
 		})
-		deadline := time.Now().Add(5 * time.Second)
-		for p.Region("Go peer memory").Valid {
-			if time.Now().After(deadline) {
-				t.Fatal("the Go peer's memory is still valid after the Send with Invalidate")
-			}
-			p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
-		}
-		if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
-			t.Fatal(err)
-		}
-		waitGo(t, ctx, p, "the Write after the invalidation", func(e wpeer.Event) bool {
-			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
-		})
+		refusedOnceInvalid(t, ctx, p, mem, "the Send with Invalidate")
 		p.Close()
 		// The Go peer's own Invalidate button: a Local Invalidate.
 		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
@@ -478,19 +486,7 @@ func TestLabDemoObservations(t *testing.T) {
 		if err := p.Send(ctx, demo.Message{Type: "go", Op: "invalidate", STag: mem.STag}); err != nil {
 			t.Fatal(err)
 		}
-		deadline = time.Now().Add(5 * time.Second)
-		for p.Region("Go peer memory").Valid {
-			if time.Now().After(deadline) {
-				t.Fatal("the Go peer's memory is still valid after its Invalidate")
-			}
-			p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
-		}
-		if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
-			t.Fatal(err)
-		}
-		waitGo(t, ctx, p, "the Write after the Local Invalidate", func(e wpeer.Event) bool {
-			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
-		})
+		refusedOnceInvalid(t, ctx, p, mem, "its Invalidate")
 	})
 	t.Run("lab3", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
