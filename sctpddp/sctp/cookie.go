@@ -65,6 +65,46 @@ func (k CookieKeys) Rotate(rand io.Reader) (CookieKeys, error) {
 	return n, nil
 }
 
+// Bound returns keys derived from k for one peer: each of k's keys
+// replaced by its HMAC-SHA256 of peer, with the same epochs. A listener
+// that makes the cookies of each peer address with keys bound to it
+// accepts a COOKIE ECHO only from the address its INIT ACK went to: a
+// cookie obtained from one address and echoed from others (spoofed ones
+// included) fails the MAC, so that one INIT cannot open associations for
+// many addresses. RFC 9260 §5.1.3 leaves what the cookie authenticates to
+// the implementation; the addresses are what the packet's IP and UDP
+// headers carry, outside the SCTP packet. It allocates nothing.
+func (k CookieKeys) Bound(peer []byte) CookieKeys {
+	if !k.ok {
+		return k
+	}
+	b := k
+	b.current = hmacKey(&k.current, peer)
+	if k.hasPrevious {
+		b.previous = hmacKey(&k.previous, peer)
+	}
+	return b
+}
+
+// hmacKey returns the HMAC-SHA256 of text under key, on the stack, text
+// at most a block long (longer is cut).
+func hmacKey(key *[CookieKeyLen]byte, text []byte) [CookieKeyLen]byte {
+	var inner [2 * sha256.BlockSize]byte
+	var outer [sha256.BlockSize + sha256.Size]byte
+	for i := range sha256.BlockSize {
+		var c byte
+		if i < len(key) {
+			c = key[i]
+		}
+		inner[i] = c ^ 0x36
+		outer[i] = c ^ 0x5c
+	}
+	n := copy(inner[sha256.BlockSize:], text)
+	sum := sha256.Sum256(inner[:sha256.BlockSize+n])
+	copy(outer[sha256.BlockSize:], sum[:])
+	return sha256.Sum256(outer[:])
+}
+
 // key returns the key of an epoch, if it is kept.
 func (k *CookieKeys) key(epoch uint32) (*[CookieKeyLen]byte, bool) {
 	switch {
