@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -35,7 +35,7 @@ func TestPropertyReorderedDelivery(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		const msgs = 150
 		mulpdu := UntaggedHeaderLen + 1 + rng.IntN(3000)
-		a, b := llptest.New(llptest.Options{MULPDU: mulpdu, Reorder: 2 + rng.IntN(30), Seed: seed, Depth: 64})
+		a, b := ddptest.New(ddptest.Options{MULPDU: mulpdu, Reorder: 2 + rng.IntN(30), Seed: seed, Depth: 64})
 		region := newGuarded(msgs * 4096)
 		u := &syncULP{fakeULP: fakeULP{regions: map[uint32]TaggedBuffer{0x77: {Mem: region.mem, Base: 1 << 40}}}, got: make(chan Delivery, 1024)}
 		s, err := NewStream(Config{Queues: 3, QueueDepth: msgs, Window: 64, ULP: u})

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 )
 
 // mpaHostile is a scripted peer's end of an MPA connection in Full

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 

@@ -9,12 +9,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/term"
 )
 
 // siwCapture is a real session: the project's rping client against Linux
-// siw's rping server (internal/rping's interop test records it). MPA
+// siw's rping server (cmd/iwarp/internal/rping's interop test records it). MPA
 // Rev 2 with CRCs on and Markers off, IRD 1 ORD 1; Sends, an RDMA Read
 // Request and Response, an RDMA Write, and siw's Terminate.
 const siwCapture = "../cmd/iwarp/testdata/siw-terminate.pcap"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/internal/leaktest"
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 )
 
 // Requests that wait for Accept, in its queue (Backlog) or for a place in

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 )
 
 func testTLS(t *testing.T) (server, client *tls.Config) {

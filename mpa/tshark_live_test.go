@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 )
 
 // TestTsharkLive captures real loopback TCP connections carrying MPA

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // counterWorkload is what each of several connections does to one
@@ -126,7 +126,7 @@ func TestAtomicConcurrentStreams(t *testing.T) {
 	errs := make([]error, conns)
 	var wg sync.WaitGroup
 	for i := range conns {
-		ea, eb := llptest.New(llptest.Options{Reorder: i % 3 * 4, Seed: uint64(i), MULPDU: 100 + 50*i})
+		ea, eb := ddptest.New(ddptest.Options{Reorder: i % 3 * 4, Seed: uint64(i), MULPDU: 100 + 50*i})
 		win := 1
 		if i%3 != 0 {
 			win = 64

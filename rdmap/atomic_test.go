@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -28,7 +28,7 @@ func setWord(mr *MemoryRegion, off int, v uint64) { binary.NativeEndian.PutUint6
 // completions say which operation and 8 octets.
 func TestAtomicOperations(t *testing.T) {
 	for _, reorder := range []int{0, 4} {
-		a, b := newPair(t, pairOpts{pipe: llptest.Options{Reorder: reorder, Seed: 9}})
+		a, b := newPair(t, pairOpts{pipe: ddptest.Options{Reorder: reorder, Seed: 9}})
 		target := b.reg(t, 64, RemoteAtomic)
 		res := a.reg(t, 64, LocalWrite)
 		setWord(target, 8, 100)
@@ -104,7 +104,7 @@ func (p *rawPeer) segsFrom(t testing.TB, n int) [][]byte {
 
 // rawSide is a queue pair facing a raw peer.
 func rawSide(t *testing.T, cfg QPConfig) (*side, *rawPeer) {
-	ea, eb := llptest.New(llptest.Options{MULPDU: 2000})
+	ea, eb := ddptest.New(ddptest.Options{MULPDU: 2000})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 1)}
 	s := newSide(t, eb, cfg)
 	ea.Attach(peer)
@@ -493,7 +493,7 @@ func testAtomicORDAndFence(t *testing.T) {
 // queue's IRD+AtomicIRD buffers (RFC 7306 §5.2.2 rule 4).
 func TestAtomicIRDEnforced(t *testing.T) {
 	for _, reads := range []bool{false, true} {
-		ea, eb := llptest.New(llptest.Options{Depth: 1})
+		ea, eb := ddptest.New(ddptest.Options{Depth: 1})
 		peer := &gatedPeer{rawPeer: rawPeer{end: ea, got: make(chan struct{}, 1)}, gate: make(chan struct{})}
 		s := newSide(t, eb, QPConfig{IRD: 2, AtomicIRD: 2})
 		ea.Attach(peer)
@@ -529,7 +529,7 @@ func TestAtomicIRDEnforced(t *testing.T) {
 // capabilities ... A Remote Operation Error or Unexpected OpCode error
 // will be reported by the remote peer".
 func TestAtomicToPeerWithoutAtomics(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{NoAtomics: true, NoImmediate: true})
 	ea.Attach(a.qp.Stream())
 	eb.Attach(b.qp.Stream())
@@ -644,7 +644,7 @@ func TestRFC7306PostErrors(t *testing.T) {
 			t.Errorf("%+v posted", wr)
 		}
 	}
-	ea, _ := llptest.New(llptest.Options{})
+	ea, _ := ddptest.New(ddptest.Options{})
 	s := newSide(t, ea, QPConfig{})
 	if err := s.qp.SetAtomicLimits(9, 0); err == nil {
 		t.Error("SetAtomicLimits raised the AtomicIRD")

@@ -6,14 +6,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // holdEnd is a pipe end that keeps every segment until Flush, by
 // reference as MPA's gather list does, and sends them then: what the send
 // goroutine hands over between two flushes is visible as one flush.
 type holdEnd struct {
-	*llptest.End
+	*ddptest.End
 	mu       sync.Mutex
 	kept     []keptSegment
 	flushes  []int // segments sent by each Flush that sent any
@@ -71,7 +71,7 @@ func (e *holdEnd) flushed() []int {
 // newHoldPair connects a, whose LLP holds segments until Flush, to b.
 func newHoldPair(t *testing.T, cfg QPConfig) (*side, *side, *holdEnd) {
 	t.Helper()
-	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 400}, cfg: cfg, hold: true})
+	a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 400}, cfg: cfg, hold: true})
 	return a, b, a.qp.llp.(*holdEnd)
 }
 

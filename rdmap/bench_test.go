@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 func sizeName(n int) string {
@@ -37,7 +37,7 @@ var benchCtx = context.Background()
 // into ~730 segments costs the same few allocations (the work request's
 // own) as a 64-octet one.
 func TestDataPathAllocsPerSegment(t *testing.T) {
-	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 1452}, cfg: QPConfig{SendDepth: 4}})
+	a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 1452}, cfg: QPConfig{SendDepth: 4}})
 	target := b.reg(t, 1<<20, RemoteWrite)
 	src := a.reg(t, 1<<20, 0)
 	measure := func(n int) float64 {
@@ -58,7 +58,7 @@ func TestDataPathAllocsPerSegment(t *testing.T) {
 func BenchmarkWrite(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			x, y := newPair(b, pairOpts{pipe: llptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64}})
+			x, y := newPair(b, pairOpts{pipe: ddptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64}})
 			target := y.reg(b, size, RemoteWrite)
 			src := x.reg(b, size, 0)
 			wr := WriteWR{SGL: []SGE{{MR: src, Length: uint32(size)}}, RemoteSTag: target.STag(), Unsignaled: true}
@@ -79,7 +79,7 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			x, y := newPair(b, pairOpts{pipe: llptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64, IRD: 16, ORD: 16}})
+			x, y := newPair(b, pairOpts{pipe: ddptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64, IRD: 16, ORD: 16}})
 			src := y.reg(b, size, RemoteRead)
 			sink := x.reg(b, size, LocalWrite)
 			wr := ReadWR{Local: SGE{MR: sink, Length: uint32(size)}, RemoteSTag: src.STag()}
@@ -106,7 +106,7 @@ func BenchmarkRead(b *testing.B) {
 func BenchmarkSend(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			x, y := newPair(b, pairOpts{pipe: llptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64, RecvDepth: 64}})
+			x, y := newPair(b, pairOpts{pipe: ddptest.Options{MULPDU: 65535, Depth: 64}, cfg: QPConfig{SendDepth: 64, RecvDepth: 64}})
 			rbuf := y.reg(b, size, LocalWrite)
 			src := x.reg(b, size, 0)
 			for i := 0; i < 64; i++ {

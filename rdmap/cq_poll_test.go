@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // A waiter may read a transport itself only for a CQ that serves one
@@ -67,7 +67,7 @@ func TestCQPollQP(t *testing.T) {
 // receives, keeps the caller's request and returns false; it counts the
 // requests kept and withdrawn.
 type pollEnd struct {
-	*llptest.End
+	*ddptest.End
 	kept, withdrawn atomic.Int32
 }
 
@@ -86,7 +86,7 @@ func TestCQWaiterWithdrawsRequest(t *testing.T) {
 }
 
 func testCQWaiterWithdrawsRequest(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
 	pe := &pollEnd{End: ea}
 	ea.Attach(a.qp.Stream())

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
 // rawPeer is a hand-driven peer: it sends whatever segments a test
 // builds and records every segment the queue pair sends back.
 type rawPeer struct {
-	end  *llptest.End
+	end  *ddptest.End
 	mu   sync.Mutex
 	segs [][]byte
 	got  chan struct{}
@@ -110,7 +110,7 @@ type crafted struct {
 }
 
 func newCrafted(t *testing.T) *crafted {
-	ea, eb := llptest.New(llptest.Options{MULPDU: 2000})
+	ea, eb := ddptest.New(ddptest.Options{MULPDU: 2000})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 1)}
 	s := newSide(t, eb, QPConfig{IRD: 2})
 	ea.Attach(peer)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -15,20 +15,20 @@ import (
 func TestInjectedFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fault llptest.Fault
+		fault ddptest.Fault
 		want  error
 	}{
 		// Octet 5 is the last octet of the STag of the first segment: the
 		// Write now names an STag nobody registered.
-		{"corrupted STag", llptest.Fault{Corrupt: true, CorruptSegment: 0, CorruptOffset: 5}, term.DDPInvalidSTag},
+		{"corrupted STag", ddptest.Fault{Corrupt: true, CorruptSegment: 0, CorruptOffset: 5}, term.DDPInvalidSTag},
 		// Octet 0 is the DDP control byte: T flips, so a tagged segment
 		// reads as untagged and its "QN" is garbage.
-		{"corrupted control byte", llptest.Fault{Corrupt: true, CorruptSegment: 0, CorruptOffset: 0}, term.DDPUntaggedInvalidVersion},
-		{"truncated header", llptest.Fault{Truncate: true, TruncateSegment: 0, TruncateTo: 9}, term.DDPLocalCatastrophic},
-		{"cut stream", llptest.Fault{CutAfter: 1}, ddp.ErrLLPLost},
+		{"corrupted control byte", ddptest.Fault{Corrupt: true, CorruptSegment: 0, CorruptOffset: 0}, term.DDPUntaggedInvalidVersion},
+		{"truncated header", ddptest.Fault{Truncate: true, TruncateSegment: 0, TruncateTo: 9}, term.DDPLocalCatastrophic},
+		{"cut stream", ddptest.Fault{CutAfter: 1}, ddp.ErrLLPLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 100, Fault: tc.fault}})
+			a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 100, Fault: tc.fault}})
 			target := b.reg(t, 1000, RemoteWrite)
 			rbuf := b.reg(t, 64, LocalWrite)
 			b.qp.PostRecv(RecvWR{ID: 5, SGL: []SGE{{MR: rbuf, Length: 64}}})

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -19,7 +19,7 @@ import (
 // of a Send and a Write (§6.4).
 func TestImmediateData(t *testing.T) {
 	for _, reorder := range []int{0, 6} {
-		a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 200, Reorder: reorder, Seed: 4}})
+		a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 200, Reorder: reorder, Seed: 4}})
 		rbuf := b.reg(t, 4*16, LocalWrite)
 		for i := range 4 {
 			mustPost(t, b.qp.PostRecv(RecvWR{ID: uint64(10 + i), SGL: []SGE{{MR: rbuf, Offset: uint64(16 * i), Length: 16}}}))

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // TestModelRandomOperations runs random RDMA Writes, RDMA Reads and Sends
@@ -37,7 +37,7 @@ func TestModelRandomOperations(t *testing.T) {
 		// list does.
 		batcher := run%2 == 1
 		a, b := newPair(t, pairOpts{
-			pipe: llptest.Options{MULPDU: mulpdu, Reorder: 1 + rng.IntN(16), Seed: run, Depth: 512},
+			pipe: ddptest.Options{MULPDU: mulpdu, Reorder: 1 + rng.IntN(16), Seed: run, Depth: 512},
 			cfg: QPConfig{SendDepth: batch, RecvDepth: batch, IRD: batch, ORD: 1 + rng.IntN(batch),
 				AtomicIRD: batch, AtomicORD: 1 + rng.IntN(batch)},
 			hold: batcher,

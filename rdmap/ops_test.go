@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -20,7 +20,7 @@ import (
 // without validating the source STag (§5.2.1).
 func TestZeroLengthOperations(t *testing.T) {
 	for _, reorder := range []int{0, 4} {
-		a, b := newPair(t, pairOpts{pipe: llptest.Options{Reorder: reorder}})
+		a, b := newPair(t, pairOpts{pipe: ddptest.Options{Reorder: reorder}})
 		rbuf := b.reg(t, 16, LocalWrite)
 		for i := 0; i < 4; i++ {
 			b.qp.PostRecv(RecvWR{ID: uint64(i), SGL: []SGE{{MR: rbuf, Length: 16}}})
@@ -244,7 +244,7 @@ func TestKeyChangesOnReRegistration(t *testing.T) {
 func TestORDAndFence(t *testing.T) { synctest.Test(t, testORDAndFence) }
 
 func testORDAndFence(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
 	a := newSide(t, eb, QPConfig{ORD: 1})
 	ea.Attach(peer)
@@ -299,7 +299,7 @@ func (p *gatedPeer) Receive(seq uint32, seg []byte) error {
 // A peer that floods Read Requests past the IRD gets DDP "no buffer" on
 // queue 1: IRD bounds the responder's work (RFC 5042 §5.3).
 func TestIRDEnforced(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{Depth: 1})
+	ea, eb := ddptest.New(ddptest.Options{Depth: 1})
 	peer := &gatedPeer{rawPeer: rawPeer{end: ea, got: make(chan struct{}, 1)}, gate: make(chan struct{})}
 	s := newSide(t, eb, QPConfig{IRD: 2})
 	ea.Attach(peer)
@@ -437,7 +437,7 @@ func TestArmSolicitedOnly(t *testing.T) {
 
 // A graceful close drains outstanding work first.
 func TestCloseDrains(t *testing.T) {
-	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 100}})
+	a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 100}})
 	target := b.reg(t, 1<<16, RemoteWrite)
 	src := a.reg(t, 1<<16, 0)
 	for i := 0; i < 20; i++ {
@@ -465,7 +465,7 @@ func TestCloseDrains(t *testing.T) {
 func TestFence(t *testing.T) { synctest.Test(t, testFence) }
 
 func testFence(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 16)}
 	a := newSide(t, eb, QPConfig{ORD: 8})
 	ea.Attach(peer)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // holdSend keeps qp's send route busy until the returned release runs (or
@@ -186,7 +186,7 @@ func TestReadRequestsInPostingOrder(t *testing.T) {
 func TestOverlappingWritesInOrder(t *testing.T) {
 	for _, mulpdu := range []int{0, 100} {
 		t.Run(fmt.Sprintf("MULPDU %d", mulpdu), func(t *testing.T) {
-			a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: mulpdu}})
+			a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: mulpdu}})
 			target := b.reg(t, 512, RemoteWrite)
 			rbuf := b.reg(t, 16, LocalWrite)
 			mustPost(t, b.qp.PostRecv(RecvWR{ID: 9, SGL: []SGE{{MR: rbuf, Length: 16}}}))

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/internal/leaktest"
-	"github.com/iwarpgo/iwarp/internal/llptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -21,7 +21,7 @@ type side struct {
 	scq    *CompletionQueue
 	rcq    *CompletionQueue
 	qp     *QueuePair
-	end    *llptest.End
+	end    *ddptest.End
 	mu     sync.Mutex
 	events []AsyncEvent
 }
@@ -33,13 +33,13 @@ func (s *side) Events() []AsyncEvent {
 }
 
 type pairOpts struct {
-	pipe llptest.Options
+	pipe ddptest.Options
 	cfg  QPConfig
 	// hold: the first side's LLP keeps segments until Flush (holdEnd).
 	hold bool
 }
 
-func newSide(t testing.TB, end *llptest.End, cfg QPConfig) *side {
+func newSide(t testing.TB, end *ddptest.End, cfg QPConfig) *side {
 	s := &side{end: end}
 	s.dev = NewDevice(DeviceConfig{OnEvent: func(e AsyncEvent) { s.mu.Lock(); s.events = append(s.events, e); s.mu.Unlock() }})
 	s.pd = s.dev.NewProtectionDomain()
@@ -58,7 +58,7 @@ func newSide(t testing.TB, end *llptest.End, cfg QPConfig) *side {
 // shared receive queue, a completion queue).
 func targetPair(t testing.TB, pd *ProtectionDomain, cfg QPConfig) (*side, *QueuePair) {
 	t.Helper()
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	a := newSide(t, ea, QPConfig{})
 	qp, err := pd.NewQueuePair(cfg)
 	if err != nil {
@@ -74,7 +74,7 @@ func targetPair(t testing.TB, pd *ProtectionDomain, cfg QPConfig) (*side, *Queue
 
 func newPair(t testing.TB, o pairOpts) (*side, *side) {
 	t.Helper()
-	ea, eb := llptest.New(o.pipe)
+	ea, eb := ddptest.New(o.pipe)
 	if o.cfg.Window == 0 && o.pipe.Reorder > 1 {
 		o.cfg.Window = o.pipe.Depth + 1
 		if o.cfg.Window == 1 {
@@ -132,7 +132,7 @@ func fill(b []byte, seed byte) []byte {
 
 func TestWriteThenSend(t *testing.T) {
 	for _, reorder := range []int{0, 8} {
-		a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 300, Reorder: reorder, Seed: 3}})
+		a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 300, Reorder: reorder, Seed: 3}})
 		target := b.reg(t, 10000, RemoteWrite|LocalWrite)
 		rbuf := b.reg(t, 100, LocalWrite)
 		if err := b.qp.PostRecv(RecvWR{ID: 77, SGL: []SGE{{MR: rbuf, Length: 100}}}); err != nil {
@@ -167,7 +167,7 @@ func TestWriteThenSend(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
-	a, b := newPair(t, pairOpts{pipe: llptest.Options{MULPDU: 500, Reorder: 5, Seed: 9}})
+	a, b := newPair(t, pairOpts{pipe: ddptest.Options{MULPDU: 500, Reorder: 5, Seed: 9}})
 	src := b.reg(t, 8192, RemoteRead)
 	fill(src.Bytes(), 9)
 	sink := a.reg(t, 8192, LocalWrite)
@@ -281,7 +281,7 @@ func TestFlushOnTerminate(t *testing.T) {
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	leaktest.Check(t)
 	for i := 0; i < 5; i++ {
-		ea, eb := llptest.New(llptest.Options{})
+		ea, eb := ddptest.New(ddptest.Options{})
 		a, b := newSide(t, ea, QPConfig{}), newSide(t, eb, QPConfig{})
 		ea.Attach(a.qp.Stream())
 		eb.Attach(b.qp.Stream())

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -55,7 +55,7 @@ func TestReadResponseStaysInSink(t *testing.T) {
 // STag and range it names, and both Reads complete, in order. Over an
 // ordered one (a Window of one) only the oldest Read can be answered.
 func TestReadResponsesOutOfOrder(t *testing.T) {
-	ea, eb := llptest.New(llptest.Options{})
+	ea, eb := ddptest.New(ddptest.Options{})
 	peer := &rawPeer{end: ea, got: make(chan struct{}, 1)}
 	s := newSide(t, eb, QPConfig{Window: 4})
 	ea.Attach(peer)

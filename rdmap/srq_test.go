@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -33,7 +33,7 @@ func TestSharedReceiveQueueShare(t *testing.T) {
 	var peers []*rawPeer
 	var qps []*QueuePair
 	for k := 0; k < 2; k++ {
-		ea, eb := llptest.New(llptest.Options{})
+		ea, eb := ddptest.New(ddptest.Options{})
 		qp, err := pd.NewQueuePair(QPConfig{SendCQ: dev.NewCompletionQueue(8), RecvCQ: rcq, SRQ: srq, Window: 16, RecvDepth: 2})
 		if err != nil {
 			t.Fatal(err)

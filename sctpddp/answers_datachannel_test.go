@@ -6,8 +6,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"

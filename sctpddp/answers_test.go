@@ -7,8 +7,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 )
 
 // Atomic Operations over DDP over SCTP from several DDP Stream Sessions,

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/rdmaptest"
 	"github.com/iwarpgo/iwarp/rdmap"
+	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"

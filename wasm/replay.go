@@ -7,12 +7,12 @@ import (
 	"runtime/debug"
 	"syscall/js"
 
-	"github.com/iwarpgo/iwarp/internal/replay"
+	"github.com/iwarpgo/iwarp/capture/replay"
 )
 
 // The replay API, globalThis.iwarpReplay, for the page's Replay mode
-// (replay.js): the decoder of "iwarp dump" (internal/capture) and the
-// model the page plays (internal/replay), run on a capture the page
+// (replay.js): the decoder of "iwarp dump" (capture) and the
+// model the page plays (capture/replay), run on a capture the page
 // read from a file; nothing leaves the browser.
 //
 //	decode(uint8Array, keylog) -> JSON summary (replay.Model.SummaryJSON) | JSON {error};

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/capture"
+	"github.com/iwarpgo/iwarp/capture"
 )
 
 func init() {

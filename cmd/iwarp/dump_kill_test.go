@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 )
 
 // A --pcap capture is written as packets come: while serve runs, iwarp

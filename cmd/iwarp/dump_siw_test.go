@@ -8,7 +8,7 @@ import (
 )
 
 // TestDumpSiwTerminateCapture decodes a real capture of Linux siw terminating a
-// connection (internal/rping's TestRpingInteropTerminateFromSiw recorded it:
+// connection (cmd/iwarp/internal/rping's TestRpingInteropTerminateFromSiw recorded it:
 // one rping ping from our client to a stock "rping -s", then two Sends for
 // rping's one receive buffer) and checks the Terminate's note.
 func TestDumpSiwTerminateCapture(t *testing.T) {

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/internal/tshark"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 // siwCapture is a real capture of the project's rping client against
-// Linux siw's rping server (internal/rping's interop test records it): MPA
+// Linux siw's rping server (cmd/iwarp/internal/rping's interop test records it): MPA
 // Rev 2 with CRCs on and Markers off, IRD 1 ORD 1; Sends, an RDMA Read
 // Request and Response, an RDMA Write, and siw's Terminate.
 func siwCapture(t *testing.T) string {

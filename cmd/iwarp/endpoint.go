@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
-	"github.com/iwarpgo/iwarp/internal/capture"
+	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/rping"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/perf"
-	"github.com/iwarpgo/iwarp/internal/rping"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"

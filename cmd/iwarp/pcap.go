@@ -3,7 +3,7 @@ package main
 import (
 	"net"
 
-	"github.com/iwarpgo/iwarp/internal/capture"
+	"github.com/iwarpgo/iwarp/capture"
 )
 
 // recorder writes a --pcap capture (capture.Recorder) for endpoints of

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 

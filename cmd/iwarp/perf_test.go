@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 )
 
 // startPerf runs "iwarp perf --listen" and returns its URL and, for

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 // perfClient is "iwarp perf --connect": it wires the engine
-// (internal/perf) to the command's transports and prints its results.
+// (cmd/iwarp/internal/perf) to the command's transports and prints its results.
 func perfClient(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.ClientConfig, stdout, stderr io.Writer) error {
 	var rec *recorder
 	if o.link.pcap != "" {

@@ -8,7 +8,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/iwarpgo/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )

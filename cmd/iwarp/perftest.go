@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/perf"
-	"github.com/iwarpgo/iwarp/internal/perftest"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perftest"
 	"github.com/iwarpgo/iwarp/mpa"
 )
 

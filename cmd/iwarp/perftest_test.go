@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/perftest"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perftest"
 )
 
 func TestPerftestFlags(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"regexp"
 	"syscall"
 
+	"github.com/iwarpgo/iwarp/capture/replay"
 	"github.com/iwarpgo/iwarp/internal/demo"
-	"github.com/iwarpgo/iwarp/internal/replay"
 	"github.com/iwarpgo/iwarp/web"
 )
 

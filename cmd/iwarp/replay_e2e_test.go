@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/capture"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/internal/demo"
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/web"

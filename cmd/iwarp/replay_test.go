@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/replay"
+	"github.com/iwarpgo/iwarp/capture/replay"
 )
 
 func TestReplayRefuses(t *testing.T) {
@@ -118,7 +118,7 @@ func TestReplayServes(t *testing.T) {
 // key log: it serves the SCTP packets in the clear, which the page's
 // decoder reads with no key.
 func TestReplayDecrypts(t *testing.T) {
-	capture, keylog := "../../internal/replay/testdata/dtls-cert.pcapng", "../../internal/replay/testdata/dtls-cert.keylog"
+	capture, keylog := "../../capture/replay/testdata/dtls-cert.pcapng", "../../capture/replay/testdata/dtls-cert.keylog"
 	var out, errb bytes.Buffer
 	if code := run([]string{"replay", capture}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "give the key log that --keylog wrote") {
 		t.Errorf("without the key log: status %d, %q", code, errb.String())

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/rping"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/rping"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
@@ -32,7 +32,7 @@ func init() {
 // and its first FPDU. Linux siw's responder sends its Reply before it
 // hooks the socket to the queue pair; an FPDU that arrives in between is
 // not read until more data comes, and rping's server then waits for ever.
-// internal/rping's TestRpingInteropSiwAcceptRaceSweep measured it against the
+// cmd/iwarp/internal/rping's TestRpingInteropSiwAcceptRaceSweep measured it against the
 // Linux guest (QEMU TCG): without a pause 3-10% of connections stalled on
 // an idle machine; 1 ms still stalled 1 in 150 with eight busy processes
 // on QEMU's CPU; 5 ms, the smallest pause with no stall in any run, had

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/rping"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/rping"
 )
 
 // TestRpingExpandShortFlags: getopt's clusters, as rping takes them.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )
@@ -71,9 +71,9 @@ func observer(name string) trace.Observer {
 func run(mulpdu, reorder int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ea, eb := llptest.New(llptest.Options{MULPDU: mulpdu, Reorder: reorder, Seed: 1})
+	ea, eb := ddptest.New(ddptest.Options{MULPDU: mulpdu, Reorder: reorder, Seed: 1})
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	mk := func(name string, end *llptest.End) (*rdmap.QueuePair, *rdmap.ProtectionDomain, *rdmap.CompletionQueue, *rdmap.CompletionQueue, error) {
+	mk := func(name string, end *ddptest.End) (*rdmap.QueuePair, *rdmap.ProtectionDomain, *rdmap.CompletionQueue, *rdmap.CompletionQueue, error) {
 		pd := dev.NewProtectionDomain()
 		scq, rcq := dev.NewCompletionQueue(64), dev.NewCompletionQueue(64)
 		qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, Window: 64, Observer: observer(name)})

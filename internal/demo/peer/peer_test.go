@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 )
 
 // pair connects two peers over an in-memory lower layer that reorders
 // segments within windows of 4, with 48-octet segments.
 func pair(t *testing.T) (a, b *Peer, ctx context.Context) {
-	return pairOver(t, llptest.Options{MULPDU: MinMULPDU, Reorder: 4, Seed: 7})
+	return pairOver(t, ddptest.Options{MULPDU: MinMULPDU, Reorder: 4, Seed: 7})
 }
 
 // pairOver connects two peers over an in-memory lower layer with opt.
-func pairOver(t *testing.T, opt llptest.Options) (a, b *Peer, ctx context.Context) {
+func pairOver(t *testing.T, opt ddptest.Options) (a, b *Peer, ctx context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	ea, eb := llptest.New(opt)
+	ea, eb := ddptest.New(opt)
 	var err error
 	if a, err = New(); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestRegionControls(t *testing.T) {
 // up. (With a window of 256 the Go peer of the demo terminated such a
 // burst under CPU load.)
 func TestBurstOvertakingFarIsPlaced(t *testing.T) {
-	a, b, ctx := pairOver(t, llptest.Options{MULPDU: MinMULPDU, Reorder: 2048, Seed: 11, Depth: 4096})
+	a, b, ctx := pairOver(t, ddptest.Options{MULPDU: MinMULPDU, Reorder: 2048, Seed: 11, Depth: 4096})
 	const n = 3000
 	stag, err := b.Register("mem", n, 0, "rw")
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -84,7 +84,7 @@ func newWorld() (*world, error) {
 		return &peer{name: name, qp: qp, cq: cq, pd: pd}, err
 	}
 	connect := func(a, b *peer) error {
-		ea, eb := llptest.New(llptest.Options{})
+		ea, eb := ddptest.New(ddptest.Options{})
 		ea.Attach(a.qp.Stream())
 		eb.Attach(b.qp.Stream())
 		if err := a.qp.Start(ea, ddp.Start{}); err != nil {

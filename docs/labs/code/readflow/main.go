@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/llptest"
+	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )
@@ -111,9 +111,9 @@ func run(c config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l := &log{start: time.Now()}
-	ea, eb := llptest.New(llptest.Options{MULPDU: c.mulpdu, Depth: 16})
+	ea, eb := ddptest.New(ddptest.Options{MULPDU: c.mulpdu, Depth: 16})
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	mk := func(end *llptest.End, cfg rdmap.QPConfig, obs trace.Func) (*rdmap.QueuePair, *rdmap.ProtectionDomain, *rdmap.CompletionQueue, error) {
+	mk := func(end *ddptest.End, cfg rdmap.QPConfig, obs trace.Func) (*rdmap.QueuePair, *rdmap.ProtectionDomain, *rdmap.CompletionQueue, error) {
 		pd := dev.NewProtectionDomain()
 		cq := dev.NewCompletionQueue(256)
 		cfg.SendCQ, cfg.RecvCQ, cfg.Observer = cq, cq, obs

@@ -1,6 +1,6 @@
 // Package capture decodes and records captures of iWARP traffic.
 //
-// Decode reads a pcap or pcapng capture (internal/pcapfile) and returns
+// Decode reads a pcap or pcapng capture (capture/pcapfile) and returns
 // one Record per MPA startup frame and FPDU of each MPA/TCP connection
 // (Markers stripped and CRCs checked as negotiated) and per DDP Segment
 // and DDP Stream Session Control message carried in SCTP DATA chunks

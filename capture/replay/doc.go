@@ -1,5 +1,5 @@
 // Package replay turns a decoded capture of iWARP traffic (the records of
-// internal/capture, which "iwarp dump" prints) into what the demo page
+// capture, which "iwarp dump" prints) into what the demo page
 // plays: the connections and DDP streams found, the MPA startup of each
 // connection, and one event per FPDU or DDP Segment saying where its
 // payload lands and which messages it completes.

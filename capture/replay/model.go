@@ -1,6 +1,6 @@
 package replay
 
-import "github.com/iwarpgo/iwarp/internal/capture"
+import "github.com/iwarpgo/iwarp/capture"
 
 // MaxShown bounds the octets of one buffer that the model keeps for
 // drawing: a buffer's extent may be megabytes, the page draws at most this

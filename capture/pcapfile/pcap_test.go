@@ -17,7 +17,7 @@ type byteOrder interface {
 }
 
 // realCapture is the project's capture of its rping client against Linux
-// siw's rping server (internal/rping's interop test records it): one TCP
+// siw's rping server (cmd/iwarp/internal/rping's interop test records it): one TCP
 // connection, nanosecond timestamps, Ethernet.
 const realCapture = "../../cmd/iwarp/testdata/siw-terminate.pcap"
 

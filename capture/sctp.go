@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	icapture "github.com/iwarpgo/iwarp/capture"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
-	icapture "github.com/iwarpgo/iwarp/internal/capture"
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	tsharkopt "github.com/iwarpgo/iwarp/internal/tshark"
 	"github.com/iwarpgo/iwarp/mpa"
 )

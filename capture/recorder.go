@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/mpa"
 )
 

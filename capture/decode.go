@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 )
 
 // ErrNotIWARP says a capture holds no iWARP traffic.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	"github.com/iwarpgo/iwarp/internal/tshark"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 // siwCapture is a real capture of Linux siw terminating a connection.
-const siwCapture = "../../cmd/iwarp/testdata/siw-terminate.pcap"
+const siwCapture = "../cmd/iwarp/testdata/siw-terminate.pcap"
 
 // untagged is an untagged DDP Segment of RDMAP opcode op.
 func untagged(op rdmap.Opcode, qn, msn uint32, last bool, body []byte) []byte {

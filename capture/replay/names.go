@@ -3,8 +3,8 @@ package replay
 import (
 	"fmt"
 
+	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 )

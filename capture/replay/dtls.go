@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/iwarpgo/iwarp/internal/capture"
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 )
 
 // ErrEncrypted says a capture holds no iWARP in the clear but DTLS

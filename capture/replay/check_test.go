@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/capture"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )

@@ -745,7 +745,7 @@ func TestRpingInteropTerminateFromSiw(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile("../../cmd/iwarp/testdata/siw-terminate.pcap", b, 0o644); err != nil {
+		if err := os.WriteFile("../../testdata/siw-terminate.pcap", b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1028,7 +1028,7 @@ var iwarpBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "iwarp")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/iwarp").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ../../cmd/iwarp: %v\n%s", err, out)
 	}
 	return bin, nil

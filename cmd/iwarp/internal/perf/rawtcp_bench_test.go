@@ -36,7 +36,7 @@ func tcpPair(tb testing.TB) (net.Conn, net.Conn) {
 // simplest baseline), copied into batches, or gathered from the
 // source (writev) in batches of various sizes; CRC32c on both sides.
 //
-//	go test -run XXX -bench PerfRawTCPStream -benchtime 20000x ./internal/perf
+//	go test -run XXX -bench PerfRawTCPStream -benchtime 20000x ./cmd/iwarp/internal/perf
 func BenchmarkPerfRawTCPStream(b *testing.B) {
 	type shape struct {
 		name   string

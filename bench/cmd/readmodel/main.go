@@ -1,7 +1,8 @@
-// Command readmodel runs package readmodel between two processes:
+// Command readmodel runs package readmodel between two processes (from
+// the bench module):
 //
-//	go run ./internal/readmodel/cmd/readmodel -listen 127.0.0.1:6000 &
-//	go run ./internal/readmodel/cmd/readmodel -connect 127.0.0.1:6000 [-fpdus] [-iters 6000] [-rounds 7] [-window 128] [-stream=false]
+//	go run ./cmd/readmodel -listen 127.0.0.1:6000 &
+//	go run ./cmd/readmodel -connect 127.0.0.1:6000 [-fpdus] [-iters 6000] [-rounds 7] [-window 128] [-stream=false]
 //
 // Each round moves iters answers as a plain stream, then as Reads, on
 // fresh connections, and prints both rates (MB/s, 2^20 octets) and the
@@ -17,7 +18,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/readmodel"
+	"github.com/iwarpgo/iwarp/bench/readmodel"
 )
 
 func main() {

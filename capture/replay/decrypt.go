@@ -17,7 +17,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/iwarpgo/iwarp/internal/pcapfile"
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 )
 
 // DTLS 1.2 record content types (RFC 6347 §4.1, RFC 5246 §6.2.1).

@@ -1,4 +1,4 @@
-// Package llptest provides in-memory lower layers for testing DDP and
+// Package ddptest provides in-memory lower layers for testing DDP and
 // RDMAP without sockets: an ordered pipe, a reordering pipe that delivers
 // segments out of order within a seeded window (as SCTP's unordered
 // delivery does), and fault injection (cut the stream, corrupt a byte,
@@ -6,7 +6,7 @@
 //
 // These are for unit tests; the real transports are tested over real
 // sockets in their own packages.
-package llptest
+package ddptest
 
 import (
 	"errors"
@@ -52,11 +52,11 @@ type Fault struct {
 }
 
 // ErrClosed is returned by writes on a closed or cut pipe.
-var ErrClosed = errors.New("llptest: pipe closed")
+var ErrClosed = errors.New("ddptest: pipe closed")
 
 // ErrLost is what receivers are told when a pipe is cut: the LLP stream
 // is lost (ddp.Stream.Close wraps it in ddp.ErrLLPLost).
-var ErrLost = errors.New("llptest: test pipe cut")
+var ErrLost = errors.New("ddptest: test pipe cut")
 
 type packet struct {
 	seq uint32
@@ -171,7 +171,7 @@ func (e *End) write(d *dir, hdr []byte, payload [][]byte) (cut bool, err error) 
 	}
 	if len(buf) > e.mulpdu {
 		d.free <- buf
-		return false, errors.New("llptest: segment larger than the MULPDU")
+		return false, errors.New("ddptest: segment larger than the MULPDU")
 	}
 	f := &d.fault
 	i := d.count
