@@ -4,8 +4,17 @@
 // delivery does), and fault injection (cut the stream, corrupt a byte,
 // truncate a segment).
 //
-// These are for unit tests; the real transports are tested over real
-// sockets in their own packages.
+// As net/http/httptest does for HTTP, it lets a program run the protocol
+// in one process, with no network: the two ends of a pipe stand in for a
+// transport beneath two queue pairs (examples/tour runs that way):
+//
+//	a, b := ddptest.New(ddptest.Options{MULPDU: 1500, Reorder: 4, Seed: 1})
+//	a.Attach(qpA.Stream())
+//	b.Attach(qpB.Stream())
+//	qpA.Start(a, ddp.Start{})
+//	qpB.Start(b, ddp.Start{})
+//
+// The real transports are tested over real sockets in their own packages.
 package ddptest
 
 import (
