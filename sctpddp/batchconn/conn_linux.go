@@ -35,6 +35,7 @@ type Conn struct {
 	rc     syscall.RawConn
 	family int // of the socket: AF_INET or AF_INET6
 	laddr  net.Addr
+	peer   *net.UDPAddr // of a connected socket; nil if unconnected
 
 	closed    atomic.Bool
 	rdeadline atomic.Int64 // SetReadDeadline's time in Unix ns; 0 for none
@@ -92,20 +93,21 @@ type writer struct {
 // pending is a datagram held between Cork and Flush.
 type pending struct {
 	off, n int
-	sa     sockaddr
+	sa     sockaddr // zero on a connected socket
 }
 
 // msgSpan is the run of pending datagrams a message carries.
 type msgSpan struct{ first, n int }
 
-// New makes a Conn of uc, an unconnected socket (as net.ListenUDP
-// makes), which it owns from then on: Close closes uc, and uc is not to
-// be read or written directly. cfg may be nil.
+// New makes a Conn of uc, which it owns from then on: Close closes uc,
+// and uc is not to be read or written directly. cfg may be nil. uc may
+// be unconnected (as net.ListenUDP makes it) or connected (net.DialUDP):
+// a connected socket's datagrams all go to its peer, with no destination
+// in the messages sent, and the kernel reports an ICMP error about that
+// peer (ECONNREFUSED for a port where nothing listens) to the next read
+// or write.
 func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 	s := cfg.withDefaults()
-	if uc.RemoteAddr() != nil {
-		return nil, errConnected
-	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -115,6 +117,9 @@ func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{uc: uc, rc: rc, family: family, laddr: uc.LocalAddr()}
+	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok && ra != nil {
+		c.peer = ra
+	}
 	c.gso.Store(!s.DisableGSO && gsoSupported(rc))
 	c.gro = !s.DisableGRO && enableGRO(rc)
 	c.initReader(&s)
@@ -165,7 +170,9 @@ func (c *Conn) initWriter(s *Config) {
 	w.runs = make([]msgSpan, n)
 	for i := range w.msgs {
 		h := &w.msgs[i].hdr
-		h.Name = (*byte)(unsafe.Pointer(&w.names[i]))
+		if c.peer == nil {
+			h.Name = (*byte)(unsafe.Pointer(&w.names[i]))
+		}
 		h.Iov = &w.iovs[i]
 		h.SetIovlen(1)
 		h.Control = &w.oob[i*gsoCmsgSpace]
@@ -278,16 +285,16 @@ func (c *Conn) recvBatch(fd uintptr) bool {
 	}
 }
 
-// WriteTo sends p to addr, a *net.UDPAddr. Outside Cork and Flush it
-// sends at once. Between them it copies p to be sent by Flush, or by a
+// WriteTo sends p to addr, a *net.UDPAddr; on a connected socket addr
+// is nil or the peer's address. Outside Cork and Flush it sends at once. Between them it copies p to be sent by Flush, or by a
 // later WriteTo that finds the batch full; an error such a WriteTo
 // returns may be of a datagram held before, and p is then not held
 // (the count returned is 0). A datagram longer than Config.MaxDatagram
 // is sent at once, after those held.
 func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
-	ua, ok := addr.(*net.UDPAddr)
-	if !ok || ua == nil {
-		return 0, c.opError("write", addr, syscall.EINVAL)
+	ua, err := checkPeer(c.peer, addr)
+	if err != nil {
+		return 0, c.opError("write", addr, err)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -296,7 +303,12 @@ func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
 		if err := c.flushLocked(); err != nil {
 			return 0, err
 		}
-		n, err := c.uc.WriteTo(p, addr)
+		var n int
+		if ua == nil {
+			n, err = c.uc.Write(p)
+		} else {
+			n, err = c.uc.WriteTo(p, ua)
+		}
 		if err == nil {
 			c.stats.sent(1, 1)
 		}
@@ -315,9 +327,12 @@ func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
 	}
 	w.pend = w.pend[:len(w.pend)+1]
 	q := &w.pend[len(w.pend)-1]
-	if err := encodeSockaddr(&q.sa, c.family, ua); err != nil {
-		w.pend = w.pend[:len(w.pend)-1]
-		return 0, c.opError("write", addr, err)
+	q.sa = sockaddr{}
+	if ua != nil {
+		if err := encodeSockaddr(&q.sa, c.family, ua); err != nil {
+			w.pend = w.pend[:len(w.pend)-1]
+			return 0, c.opError("write", addr, err)
+		}
 	}
 	q.off, q.n = w.used, len(p)
 	w.used += copy(w.arena[w.used:], p)
@@ -397,9 +412,11 @@ func (c *Conn) buildMsgs(from int) {
 			}
 		}
 		k := w.nmsg
-		w.names[k] = first.sa
 		h := &w.msgs[k].hdr
-		h.Namelen = sockaddrLen(&first.sa)
+		if c.peer == nil {
+			w.names[k] = first.sa
+			h.Namelen = sockaddrLen(&first.sa)
+		}
 		// An empty datagram may sit at the arena's end; its base is
 		// never read.
 		w.iovs[k].Base = &w.arena[min(first.off, len(w.arena)-1)]

@@ -11,25 +11,36 @@ import (
 // every call through: one system call a datagram, Cork and Flush doing
 // nothing.
 type Conn struct {
-	uc *net.UDPConn
+	uc   *net.UDPConn
+	peer *net.UDPAddr // of a connected socket; nil if unconnected
 }
 
-// New makes a Conn of uc, an unconnected socket (as net.ListenUDP
-// makes), which it owns from then on: Close closes uc. cfg is accepted
-// for the API's sake and unused here.
+// New makes a Conn of uc, connected or not, which it owns from then on:
+// Close closes uc. cfg is accepted for the API's sake and unused here.
 func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 	_ = cfg.withDefaults()
-	if uc.RemoteAddr() != nil {
-		return nil, errConnected
+	c := &Conn{uc: uc}
+	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok && ra != nil {
+		c.peer = ra
 	}
-	return &Conn{uc: uc}, nil
+	return c, nil
 }
 
 // ReadFrom reads one datagram, as uc.ReadFrom.
 func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) { return c.uc.ReadFrom(p) }
 
-// WriteTo sends p at once, as uc.WriteTo.
-func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) { return c.uc.WriteTo(p, addr) }
+// WriteTo sends p at once, as uc.WriteTo; on a connected socket addr is
+// nil or the peer's address, and p goes as uc.Write sends it.
+func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
+	ua, err := checkPeer(c.peer, addr)
+	if err != nil {
+		return 0, &net.OpError{Op: "write", Net: "udp", Source: c.uc.LocalAddr(), Addr: addr, Err: err}
+	}
+	if ua == nil {
+		return c.uc.Write(p)
+	}
+	return c.uc.WriteTo(p, ua)
+}
 
 // Cork does nothing on this system: WriteTo sends at once.
 func (c *Conn) Cork() {}

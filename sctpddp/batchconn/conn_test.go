@@ -384,15 +384,90 @@ func TestDualStack(t *testing.T) {
 	readAll(t, a, udpAddr(b), sent)
 }
 
-func TestNewRefusesConnected(t *testing.T) {
-	b := listenUDP(t, "udp4")
-	defer b.Close()
-	uc, err := net.DialUDP("udp4", nil, udpAddr(b))
+// dialConn makes a Conn on a loopback socket of network connected to
+// peer, closed at the test's end.
+func dialConn(t testing.TB, network string, peer *net.UDPAddr, cfg *Config) *Conn {
+	t.Helper()
+	uc, err := net.DialUDP(network, nil, peer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer uc.Close()
-	if _, err := New(uc, nil); err == nil {
-		t.Fatal("New took a connected socket")
+	_ = uc.SetReadBuffer(socketBuffer)
+	_ = uc.SetWriteBuffer(socketBuffer)
+	c, err := New(uc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestConnected checks a Conn on a connected socket: datagrams written
+// to no address or to the peer's reach the peer, at once and between
+// Cork and Flush, and the peer's answers are read with its address.
+func TestConnected(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, network string, cfg *Config) {
+		b := newConn(t, network, cfg)
+		a := dialConn(t, network, udpAddr(b), cfg)
+		var toB [][]byte
+		for i := range 20 {
+			d := datagram(i, 1+i*97%3000)
+			var dst net.Addr
+			if i%2 == 1 {
+				dst = udpAddr(b)
+			}
+			if _, err := a.WriteTo(d, dst); err != nil {
+				t.Fatal(err)
+			}
+			toB = append(toB, d)
+		}
+		for burst := range 3 {
+			a.Cork()
+			for i := range 100 {
+				n := 1200
+				if i%23 == 22 {
+					n = 300
+				}
+				d := datagram(burst*1000+i, n)
+				if _, err := a.WriteTo(d, nil); err != nil {
+					t.Fatal(err)
+				}
+				toB = append(toB, d)
+			}
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		readAll(t, b, udpAddr(a), toB)
+
+		var toA [][]byte
+		for i := range 50 {
+			d := datagram(i, 1000+i)
+			if _, err := b.WriteTo(d, udpAddr(a)); err != nil {
+				t.Fatal(err)
+			}
+			toA = append(toA, d)
+		}
+		readAll(t, a, udpAddr(b), toA)
+	})
+}
+
+// TestConnectedRefusesOtherAddress checks that a connected Conn sends to
+// its peer only, as a connected *net.UDPConn does.
+func TestConnectedRefusesOtherAddress(t *testing.T) {
+	b, other := newConn(t, "udp4", nil), newConn(t, "udp4", nil)
+	a := dialConn(t, "udp4", udpAddr(b), nil)
+	if _, err := a.WriteTo([]byte("x"), udpAddr(other)); !errors.Is(err, errNotPeer) {
+		t.Fatalf("WriteTo another address: %v, want errNotPeer", err)
+	}
+	a.Cork()
+	if _, err := a.WriteTo([]byte("x"), udpAddr(other)); !errors.Is(err, errNotPeer) {
+		t.Fatalf("WriteTo another address while corked: %v, want errNotPeer", err)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteTo([]byte("x"), &net.IPAddr{IP: net.IPv4(127, 0, 0, 1)}); err == nil {
+		t.Fatal("WriteTo took a *net.IPAddr")
 	}
 }

@@ -185,16 +185,20 @@ func TestAllocs(t *testing.T) {
 		t.Skip("short")
 	}
 	for _, c := range []struct {
-		name string
-		cfg  *Config
+		name      string
+		cfg       *Config
+		connected bool
 	}{
-		{"gso-gro", nil},
-		{"nogso-nogro", &Config{DisableGSO: true, DisableGRO: true}},
+		{"gso-gro", nil, false},
+		{"nogso-nogro", &Config{DisableGSO: true, DisableGRO: true}, false},
+		{"connected", nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := newConn(t, "udp4", c.cfg), newConn(t, "udp4", c.cfg)
-			to := udpAddr(b)
-			var dst net.Addr = to
+			var dst net.Addr = udpAddr(b)
+			if c.connected {
+				a, dst = dialConn(t, "udp4", udpAddr(b), c.cfg), nil
+			}
 			p, buf := datagram(1, 1200), make([]byte, 2000)
 			allocs := testing.AllocsPerRun(100, func() {
 				if _, err := a.WriteTo(p, dst); err != nil {
@@ -227,6 +231,31 @@ func TestAllocs(t *testing.T) {
 				t.Errorf("a burst of 32 between Cork and Flush: %v allocations", allocs)
 			}
 		})
+	}
+}
+
+// TestConnectedRefused checks that a connected Conn hears the kernel's
+// ICMP port unreachable as ECONNREFUSED on its next read, whether its
+// datagram went at once or between Cork and Flush.
+func TestConnectedRefused(t *testing.T) {
+	for _, corked := range []bool{false, true} {
+		gone := listenUDP(t, "udp4")
+		to := udpAddr(gone)
+		_ = gone.Close() // nothing listens there now
+		a := dialConn(t, "udp4", to, nil)
+		if corked {
+			a.Cork()
+		}
+		if _, err := a.WriteTo([]byte("anyone?"), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := a.ReadFrom(make([]byte, 100)); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("corked %v: read %v, want ECONNREFUSED", corked, err)
+		}
 	}
 }
 
