@@ -3,7 +3,10 @@
 // kernel allows it. It sits beneath pion/dtls, which calls ReadFrom and
 // WriteTo once a datagram: the Conn answers those calls from a batch it
 // received with one call, and sends in one call the datagrams its user
-// wrote between Cork and Flush.
+// wrote between Cork and Flush. The socket may be connected (as a Dial
+// makes it, so that the kernel's ICMP port unreachable comes back as
+// ECONNREFUSED): then every datagram goes to its peer, sent with no
+// destination, and WriteTo takes a nil address or the peer's.
 //
 //	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 //	if err != nil {
