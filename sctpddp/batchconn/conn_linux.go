@@ -187,18 +187,34 @@ func (c *Conn) initWriter(s *Config) {
 func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	d, addr, err := c.next()
+	return copy(p, d), addr, err
+}
+
+// Next returns the next datagram where the Conn received it, without a
+// copy, and its source, as ReadFrom would. The datagram is valid until
+// the next call to Next or ReadFrom, which reuse its buffer; only one
+// goroutine is to call them.
+func (c *Conn) Next() ([]byte, net.Addr, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.next()
+}
+
+// next hands out the next datagram. The caller holds rmu.
+func (c *Conn) next() ([]byte, net.Addr, error) {
 	r := &c.r
 	if r.ri < r.rn {
 		// Datagrams received earlier: answer as the socket would,
 		// which refuses to read once closed or past the deadline.
 		if err := c.readable(); err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 	}
 	for {
 		for r.ri >= r.rn {
 			if err := c.fill(); err != nil {
-				return 0, nil, err
+				return nil, nil, err
 			}
 		}
 		i := r.ri
@@ -222,7 +238,7 @@ func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) {
 			continue // not an IP source: nothing to answer
 		}
 		c.stats.recvDatagrams.Add(1)
-		return copy(p, r.buf[base:base+seg]), r.addrs.get(k), nil
+		return r.buf[base : base+seg : base+seg], r.addrs.get(k), nil
 	}
 }
 

@@ -13,13 +13,14 @@ import (
 type Conn struct {
 	uc   *net.UDPConn
 	peer *net.UDPAddr // of a connected socket; nil if unconnected
+	buf  []byte       // where Next reads
 }
 
 // New makes a Conn of uc, connected or not, which it owns from then on:
 // Close closes uc. cfg is accepted for the API's sake and unused here.
 func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
-	_ = cfg.withDefaults()
-	c := &Conn{uc: uc}
+	s := cfg.withDefaults()
+	c := &Conn{uc: uc, buf: make([]byte, s.MaxDatagram)}
 	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok && ra != nil {
 		c.peer = ra
 	}
@@ -28,6 +29,14 @@ func New(uc *net.UDPConn, cfg *Config) (*Conn, error) {
 
 // ReadFrom reads one datagram, as uc.ReadFrom.
 func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) { return c.uc.ReadFrom(p) }
+
+// Next reads one datagram into the Conn's buffer, truncated to
+// Config.MaxDatagram, and returns it and its source; it is valid until
+// the next call to Next.
+func (c *Conn) Next() ([]byte, net.Addr, error) {
+	n, addr, err := c.uc.ReadFrom(c.buf)
+	return c.buf[:n], addr, err
+}
 
 // WriteTo sends p at once, as uc.WriteTo; on a connected socket addr is
 // nil or the peer's address, and p goes as uc.Write sends it.

@@ -471,3 +471,36 @@ func TestConnectedRefusesOtherAddress(t *testing.T) {
 		t.Fatal("WriteTo took a *net.IPAddr")
 	}
 }
+
+// TestNext checks that Next hands out the datagrams ReadFrom would, in
+// order and with their source, the same under every configuration.
+func TestNext(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, network string, cfg *Config) {
+		a, b := newConn(t, network, cfg), newConn(t, network, cfg)
+		var sent [][]byte
+		a.Cork()
+		for i := range 60 {
+			d := datagram(i, 1+i*53%2000)
+			if _, err := a.WriteTo(d, udpAddr(b)); err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, d)
+		}
+		if err := a.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for i, want := range sent {
+			d, addr, err := b.Next()
+			if err != nil {
+				t.Fatalf("datagram %d: %v", i, err)
+			}
+			if !bytes.Equal(d, want) {
+				t.Fatalf("datagram %d: got %d octets, want %d (or different content)", i, len(d), len(want))
+			}
+			if ua, ok := addr.(*net.UDPAddr); !ok || ua.Port != udpAddr(a).Port {
+				t.Fatalf("datagram %d from %v, want %v", i, addr, udpAddr(a))
+			}
+		}
+	})
+}

@@ -28,7 +28,8 @@
 //
 // ReadFrom copies each datagram into the caller's buffer, and WriteTo
 // copies p before it returns: no buffer passed to either is kept, and
-// the caller may reuse it at once. The Conn's own buffers are allocated
+// the caller may reuse it at once. Next hands out a datagram where the Conn
+// received it, without that copy, valid until the next Next or ReadFrom. The Conn's own buffers are allocated
 // by New (to receive) and by the first WriteTo after Cork (to hold);
 // in steady state ReadFrom and WriteTo allocate nothing. The address
 // ReadFrom returns may be returned again by later calls for datagrams

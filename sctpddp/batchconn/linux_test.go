@@ -230,6 +230,17 @@ func TestAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("a burst of 32 between Cork and Flush: %v allocations", allocs)
 			}
+			allocs = testing.AllocsPerRun(100, func() {
+				if _, err := a.WriteTo(p, dst); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := b.Next(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("WriteTo and Next: %v allocations a datagram", allocs)
+			}
 		})
 	}
 }
