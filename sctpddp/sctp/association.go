@@ -68,6 +68,19 @@ type Config struct {
 	// not block. Without it, messages are copied and queued for
 	// ReadMessage.
 	OnMessage func(m RecvMessage)
+	// Batcher, when set, is corked before the packets the run loop
+	// sends on one wake-up and flushed after the last of them, so that
+	// the layer beneath the connection can send them together.
+	Batcher Batcher
+}
+
+// Batcher is the optional layer beneath an association's connection that
+// holds the packets written between Cork and Flush and sends them
+// together (a batching UDP socket beneath DTLS). A Flush error is
+// packets lost, which retransmission repairs.
+type Batcher interface {
+	Cork()
+	Flush() error
 }
 
 // Errors of an Association.
@@ -1175,7 +1188,8 @@ func (a *Association) fillSender() {
 // into packets of at most MTU bytes.
 func (a *Association) flush(now time.Time) {
 	mtu := a.cfg.MTU
-	for {
+	sent, corked := 0, false
+	for ; ; sent++ {
 		var b chunk.Builder
 		b.Start(a.wbuf[:0], a.est.LocalPort, a.est.PeerPort, a.est.PeerVerificationTag)
 		if len(a.ctl) > 0 && len(a.ctl) <= mtu-b.Len() {
@@ -1199,7 +1213,13 @@ func (a *Association) flush(now time.Time) {
 			}
 		}
 		if b.Len() == chunk.HeaderLen {
-			return
+			break
+		}
+		if sent == 1 && a.cfg.Batcher != nil {
+			// A burst: the first packet went alone, as a lone SACK
+			// does; the rest wait for the Flush.
+			a.cfg.Batcher.Cork()
+			corked = true
 		}
 		if a.est.SendZeroChecksum {
 			// The peer announced Zero Checksum Acceptable (RFC 9653):
@@ -1209,6 +1229,9 @@ func (a *Association) flush(now time.Time) {
 		} else {
 			a.send(b.Finish())
 		}
+	}
+	if corked {
+		_ = a.cfg.Batcher.Flush() // what it could not send is lost, as a failed Write is
 	}
 }
 
