@@ -46,7 +46,7 @@ var ErrNoStreamID = errors.New("sctpddp: every DDP stream id of this end has car
 // Its methods are safe for concurrent use.
 type Association struct {
 	s    *settings
-	conn *dtls.Conn
+	conn net.Conn // a *dtls.Conn, or under InsecurePlainUDP the UDP flow
 	sctp sctpAssociation
 	in   *countingConn // what SCTP reads and writes: counts the packets
 
@@ -236,9 +236,10 @@ func (a *Association) discard(st *Stream, n int) error {
 
 // newAssociation runs the SCTP handshake over an authenticated DTLS
 // connection, with package sctp's association or, under Config.PionSCTP,
-// pion/sctp's. onEnd, if not nil, is called once when the association
-// ends (not if newAssociation fails).
-func newAssociation(ctx context.Context, s *settings, conn *dtls.Conn, server bool, onEnd func()) (*Association, error) {
+// pion/sctp's; or, under Config.InsecurePlainUDP, over a UDP flow that
+// carries one SCTP packet per datagram. onEnd, if not nil, is called once
+// when the association ends (not if newAssociation fails).
+func newAssociation(ctx context.Context, s *settings, conn net.Conn, server bool, onEnd func()) (*Association, error) {
 	var nc net.Conn = conn
 	if s.connHook != nil {
 		nc = s.connHook(conn)
@@ -358,9 +359,14 @@ func (a *Association) MTU() uint32 { return a.sctp.MTU() }
 func (a *Association) LocalAddr() net.Addr  { return a.conn.LocalAddr() }
 func (a *Association) RemoteAddr() net.Addr { return a.conn.RemoteAddr() }
 
-// PeerCertificate returns the peer's leaf certificate, or nil in PSK mode.
+// PeerCertificate returns the peer's leaf certificate, or nil in PSK mode
+// and over plain UDP.
 func (a *Association) PeerCertificate() *x509.Certificate {
-	st, ok := a.conn.ConnectionState()
+	dc, ok := a.conn.(*dtls.Conn)
+	if !ok {
+		return nil
+	}
+	st, ok := dc.ConnectionState()
 	if !ok || len(st.PeerCertificates) == 0 {
 		return nil
 	}

@@ -97,6 +97,20 @@ type Config struct {
 	// tests only.
 	InsecureSkipPeerVerification bool
 
+	// InsecurePlainUDP runs SCTP straight over UDP (RFC 6951's
+	// encapsulation) instead of over DTLS: no DTLS, so neither
+	// authentication nor encryption; any host on the path can read,
+	// inject and forge the traffic, and tear the association down. It is
+	// for interoperating with the Linux kernel's SCTP and usrsctp, in labs
+	// and tests. It replaces the other ways to authenticate (setting it
+	// with one of them is an ErrConfig error) and needs no Certificate.
+	// The SCTP checksum is then always the CRC32c (RFC 9260 §6.8; RFC
+	// 9653's zero checksum is for DTLS only). RFC 6951's registered port
+	// is 9899 (SCTPTunnelingPort). A Listener keeps nothing for a peer
+	// before its COOKIE ECHO (see docs/security.md); PionSCTP applies to
+	// Dial only, since pion/sctp's server keeps state from the INIT on.
+	InsecurePlainUDP bool
+
 	// MTU is the SCTP MTU (DefaultMTU if 0, at most MaxMTU, at least
 	// MinMTU). Use LoopbackMTU on loopback.
 	MTU uint32
@@ -297,6 +311,12 @@ var (
 	ErrConfig               = errors.New("sctpddp: bad configuration")
 	ErrNoPeerAuthentication = errors.New("sctpddp: no peer authentication configured: set PeerFingerprints, CAs or PSK (a Listener: or AcceptAnyClient; for tests: InsecureSkipPeerVerification)")
 	ErrTwoAuthentications   = errors.New("sctpddp: more than one peer authentication mode configured")
+	// ErrPlainUDPWithAuth: InsecurePlainUDP has no DTLS, so no peer
+	// authentication to combine it with.
+	ErrPlainUDPWithAuth = errors.New("sctpddp: InsecurePlainUDP has no DTLS and so no peer authentication: set it alone, without PeerFingerprints, CAs, PSK, AcceptAnyClient or InsecureSkipPeerVerification")
+	// ErrPlainUDPPionListener: a Listener over plain UDP answers INITs
+	// statelessly with package sctp, which pion/sctp's server cannot.
+	ErrPlainUDPPionListener = errors.New("sctpddp: a Listener with InsecurePlainUDP runs package sctp's association: PionSCTP applies to Dial only")
 	ErrNoCertificate        = errors.New("sctpddp: a Listener in a certificate mode needs Config.Certificate")
 	ErrNoPSKIdentity        = errors.New("sctpddp: PSK needs a PSKIdentity")
 	// ErrAcceptAnyClientDial: AcceptAnyClient is a Listener's; a client
@@ -321,6 +341,7 @@ const (
 	authPSK
 	authAnyClient
 	authInsecure
+	authPlainUDP // no DTLS: InsecurePlainUDP
 )
 
 // settings is a Config with defaults applied and checked.
@@ -357,6 +378,13 @@ func (c *Config) settings() (*settings, error) {
 	if c.InsecureSkipPeerVerification {
 		n++
 		s.auth = authInsecure
+	}
+	if c.InsecurePlainUDP {
+		if n > 0 {
+			return nil, ErrPlainUDPWithAuth
+		}
+		n++
+		s.auth = authPlainUDP
 	}
 	switch {
 	case n == 0:

@@ -60,6 +60,9 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	if err != nil {
 		return nil, err
 	}
+	if s.auth == authPlainUDP {
+		return s.dialPlain(ctx, network, addr, raddr)
+	}
 	pc, err := s.dialUDP(ctx, network, raddr)
 	if err != nil {
 		return nil, err
@@ -114,7 +117,9 @@ func (c *Config) check(listening bool) (*settings, error) {
 	s, err := c.settings()
 	switch {
 	case err != nil:
-	case listening && s.auth != authPSK && (c.Certificate == nil || len(c.Certificate.Certificate) == 0):
+	case listening && s.auth == authPlainUDP && c.PionSCTP:
+		err = ErrPlainUDPPionListener
+	case listening && s.auth != authPSK && s.auth != authPlainUDP && (c.Certificate == nil || len(c.Certificate.Certificate) == 0):
 		err = ErrNoCertificate
 	case !listening && s.auth == authAnyClient:
 		err = ErrAcceptAnyClientDial
@@ -191,6 +196,7 @@ func (s *settings) checkPeer(conn *dtls.Conn) error {
 type Listener struct {
 	s        *settings
 	mux      *udpMux
+	plain    *plainListener // under InsecurePlainUDP: the stateless handshake
 	opts     []dtls.ServerOption
 	peers    *peerCounter // associations
 	assocs   liveAssocs   // the same, to evict an idle one at MaxAssociations
@@ -227,12 +233,16 @@ func Listen(ctx context.Context, network, addr string, cfg *Config) (*Listener, 
 	}
 	l.assocs.byPeer = make(map[netip.Addr][]liveAssoc)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	// onNew runs under the mux's lock, which close takes too: no
-	// handshake starts once Close has begun waiting for them.
-	l.mux, err = listenMux(network, laddr, s, func(c *muxConn) {
-		l.wg.Add(1)
-		go l.handshake(c)
-	})
+	if s.auth == authPlainUDP {
+		err = l.listenPlain(network, laddr)
+	} else {
+		// onNew runs under the mux's lock, which close takes too: no
+		// handshake starts once Close has begun waiting for them.
+		l.mux, err = listenMux(network, laddr, s, func(c *muxConn) {
+			l.wg.Add(1)
+			go l.handshake(c)
+		})
+	}
 	if err != nil {
 		l.cancel()
 		return nil, err
@@ -358,6 +368,11 @@ func (l *Listener) handshake(c *muxConn) {
 		_ = conn.Close()
 		return
 	}
+	l.offer(ip, slot, a)
+}
+
+// offer hands a new association to Accept, within Config.AcceptTimeout.
+func (l *Listener) offer(ip netip.Addr, slot *assocSlot, a *Association) {
 	l.assocs.add(ip, slot, a)
 	a.sessions = l.sessions
 	t := time.NewTimer(l.s.AcceptTimeout)
@@ -365,7 +380,7 @@ func (l *Listener) handshake(c *muxConn) {
 	select {
 	case l.ready <- a:
 	case <-t.C:
-		l.s.refused(c.RemoteAddr(), ErrAcceptTimeout)
+		l.s.refused(a.RemoteAddr(), ErrAcceptTimeout)
 		_ = a.closeWith(ErrAcceptTimeout)
 	case <-a.Done(): // evicted, or its peer ended it
 		_ = a.Close()

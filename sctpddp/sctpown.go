@@ -21,7 +21,10 @@ import (
 // not associate with pion/sctp, which sends none (Config.PionSCTP must
 // then be set on both ends). Over DTLS both ends announce Zero Checksum
 // Acceptable with the DTLS EDMID (RFC 9653): DTLS's MAC protects the
-// packets.
+// packets. Over plain UDP (Config.InsecurePlainUDP) neither does: every
+// packet carries the CRC32c (RFC 9260 §6.8), and a Listener's
+// association starts from the COOKIE ECHO its demultiplexer authenticated,
+// with the cookie keys of its peer (plainConn).
 type ownAssociation struct{ a *sctp.Association }
 
 // maxStreams is the stream count each way announced in the INIT and INIT
@@ -55,7 +58,7 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 		Handshake: sctp.HandshakeConfig{
 			OutboundStreams: maxStreams,
 			InboundStreams:  maxStreams,
-			ZeroChecksum:    true,
+			ZeroChecksum:    s.auth != authPlainUDP,
 			RequireDDP:      true,
 		},
 		MTU:               int(s.MTU),
@@ -72,6 +75,9 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 	}
 	if cfg.DeadPeerTimeout < 0 {
 		cfg.DeadPeerTimeout = 1<<63 - 1
+	}
+	if pc, ok := conn.(*plainConn); ok {
+		cfg.Keys = &pc.keys
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		cfg.HandshakeTimeout = max(time.Until(dl), time.Millisecond)

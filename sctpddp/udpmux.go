@@ -55,6 +55,10 @@ import (
 type udpMux struct {
 	conn  *net.UDPConn
 	onNew func(*muxConn) // called under mu for a new handshake
+	// unknown, on a plain-UDP Listener, takes every datagram from an
+	// address without a conn instead of admit, outside mu
+	// (plainListener.handle).
+	unknown func(*udpMux, netip.AddrPort, []byte)
 
 	maxHandshakes, maxPerPeer int
 	handshakeQueue            int // bytes queued for a handshaking conn
@@ -111,9 +115,14 @@ func putBuf(b *[]byte) {
 }
 
 func newUDPMux(conn *net.UDPConn, s *settings, onNew func(*muxConn)) *udpMux {
+	return newUDPMuxWith(conn, s, onNew, nil)
+}
+
+func newUDPMuxWith(conn *net.UDPConn, s *settings, onNew func(*muxConn), unknown func(*udpMux, netip.AddrPort, []byte)) *udpMux {
 	m := &udpMux{
 		conn:          conn,
 		onNew:         onNew,
+		unknown:       unknown,
 		maxHandshakes: s.MaxHandshakes,
 		maxPerPeer:    s.MaxHandshakesPerPeer,
 		// A handshake flight is a few datagrams; 64 KiB holds a
@@ -153,6 +162,11 @@ func (m *udpMux) readLoop() {
 func (m *udpMux) deliver(raddr netip.AddrPort, d []byte) {
 	m.mu.Lock()
 	c := m.conns[raddr]
+	if c == nil && m.unknown != nil {
+		m.mu.Unlock()
+		m.unknown(m, raddr, d)
+		return
+	}
 	if c == nil {
 		c = m.admit(raddr, d)
 	}
@@ -640,6 +654,15 @@ func uint24(b []byte) int { return int(b[0])<<16 | int(b[1])<<8 | int(b[2]) }
 
 // listenMux opens the Listener's UDP socket.
 func listenMux(network string, laddr *net.UDPAddr, s *settings, onNew func(*muxConn)) (*udpMux, error) {
+	uc, err := listenUDP(network, laddr, s)
+	if err != nil {
+		return nil, err
+	}
+	return newUDPMux(uc, s, onNew), nil
+}
+
+// listenUDP opens a Listener's UDP socket.
+func listenUDP(network string, laddr *net.UDPAddr, s *settings) (*net.UDPConn, error) {
 	lc := s.listenConfig()
 	pc, err := lc.ListenPacket(context.Background(), network, laddr.String())
 	if err != nil {
@@ -650,5 +673,5 @@ func listenMux(network string, laddr *net.UDPAddr, s *settings, onNew func(*muxC
 		_ = pc.Close()
 		return nil, errors.New("sctpddp: not a UDP socket")
 	}
-	return newUDPMux(uc, s, onNew), nil
+	return uc, nil
 }
