@@ -56,6 +56,7 @@ type linkFlags struct {
 	fingerprint string
 	psk         string
 	pskIdentity string
+	insecureUDP bool
 	certFile    string
 	keyFile     string
 	pcap        string
@@ -87,6 +88,7 @@ func (f *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.fingerprint, "fingerprint", "", "sctp:// client: the server certificate's SHA-256 fingerprint (AB:CD:...) to pin")
 	fs.StringVar(&f.psk, "psk", "", "sctp://: a pre-shared key (text) given to both ends instead of certificates")
 	fs.StringVar(&f.pskIdentity, "psk-identity", "iwarp", "sctp://: the name of the pre-shared key")
+	fs.BoolVar(&f.insecureUDP, "insecure-udp", false, "sctp://: INSECURE: SCTP over plain UDP (RFC 6951) without DTLS, so no authentication and no encryption; for Linux kernel SCTP and usrsctp peers in labs and tests")
 	fs.StringVar(&f.certFile, "cert", "", "sctp:// listener: PEM certificate file (default: a fresh self-signed one)")
 	fs.StringVar(&f.keyFile, "key", "", "sctp:// listener: PEM private key file for --cert")
 	fs.StringVar(&f.pcap, "pcap", "", "record the session(s) as a pcap capture in `FILE`")
@@ -97,6 +99,9 @@ func (f *linkFlags) register(fs *flag.FlagSet) {
 func (f *linkFlags) check(ep endpoint, listening bool) error {
 	if f.fingerprint != "" && f.psk != "" {
 		return usagef("--fingerprint and --psk are two ways to authenticate the peer: give one")
+	}
+	if f.insecureUDP && (ep.scheme == "tcp" || f.fingerprint != "" || f.psk != "" || f.certFile != "" || f.keylog != "") {
+		return usagef("--insecure-udp is sctp:// without DTLS: it takes no --fingerprint, --psk, --cert, --key or --keylog")
 	}
 	if f.fingerprint != "" {
 		if listening {
@@ -280,6 +285,10 @@ func (f *linkFlags) sctpConfig(addr string, listening bool, rec *recorder) (*sct
 	if rec != nil {
 		cfg.Trace = rec.sctpTrace
 	}
+	if f.insecureUDP {
+		cfg.InsecurePlainUDP = true
+		return cfg, false, "", nil
+	}
 	if f.keylog != "" {
 		kl, err := os.OpenFile(f.keylog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
@@ -322,6 +331,15 @@ func (f *linkFlags) sctpConfig(addr string, listening bool, rec *recorder) (*sct
 	// listener: it says so (dial's warning).
 	cfg.InsecureSkipPeerVerification = true
 	return cfg, false, fp.String(), nil
+}
+
+// warnInsecure says loudly, under --insecure-udp, that nothing protects
+// the traffic, and reports whether it did.
+func (f *linkFlags) warnInsecure(stderr io.Writer) bool {
+	if f.insecureUDP {
+		fmt.Fprintln(stderr, "iwarp: WARNING: INSECURE: --insecure-udp runs SCTP over plain UDP without DTLS: no authentication, no encryption; anyone on the path can read, inject and forge this traffic")
+	}
+	return f.insecureUDP
 }
 
 // pending is a connection request waiting for its queue pair.
@@ -447,7 +465,7 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 		if err != nil {
 			return nil, err
 		}
-		if !auth {
+		if !auth && !f.warnInsecure(stderr) {
 			fmt.Fprintln(stderr, "iwarp: note: clients are not authenticated: they pin this listener's fingerprint, and any client is accepted (give --psk to both ends to authenticate both)")
 		}
 		if f.refused != nil {
@@ -514,7 +532,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 		if err != nil {
 			return nil, err
 		}
-		if auth = ok; !auth {
+		if auth = ok; !auth && !f.warnInsecure(stderr) {
 			fmt.Fprintln(stderr, "iwarp: warning: the server is not authenticated (give --fingerprint or --psk)")
 		}
 		cfg.SCTP = scfg
