@@ -10,25 +10,58 @@ import (
 	"time"
 )
 
-// browserTest is what a test that drives the page in Chromium needs: the
-// browser, node, the repository's root and web/e2e with its Node modules
-// installed (npm ci when they are missing). It skips the test with -short
-// or without chromium or node.
-type browserTest struct {
-	chromium, node, root, e2e string
+// pageBrowser is a browser the page's tests drive (web/e2e/browser.mjs):
+// Debian's chromium and firefox-esr.
+type pageBrowser struct {
+	name string // IWARP_BROWSER for browser.mjs, and the subtest's name
+	env  string // the environment variable that names another executable
+	path string // where Debian installs it
+	pkg  string // the Debian package that installs it
 }
 
-func needBrowser(t *testing.T) browserTest {
+var pageBrowsers = []pageBrowser{
+	{name: "chromium", env: "CHROMIUM", path: "/usr/bin/chromium", pkg: "chromium"},
+	{name: "firefox", env: "FIREFOX", path: "/usr/bin/firefox-esr", pkg: "firefox-esr"},
+}
+
+// browserTest is what a test that drives the page in one browser needs:
+// the browser's name and executable, node, the repository's root and
+// web/e2e with its Node modules installed (npm ci when they are missing).
+type browserTest struct {
+	name, exe, node, root, e2e string
+}
+
+// env is the environment of a web/e2e script driving b's browser, its
+// screenshots in dir.
+func (b browserTest) env(dir string) []string {
+	return append(os.Environ(), "IWARP_BROWSER="+b.name, "IWARP_BROWSER_PATH="+b.exe, "IWARP_ARTIFACTS="+dir)
+}
+
+// eachBrowser runs f as a subtest in each of pageBrowsers, named after
+// it; needBrowser skips the subtest of a browser that is not installed.
+func eachBrowser(t *testing.T, f func(t *testing.T, b browserTest)) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a browser test; not with -short")
 	}
-	b := browserTest{chromium: os.Getenv("CHROMIUM")}
-	if b.chromium == "" {
-		b.chromium = "/usr/bin/chromium"
+	for _, pb := range pageBrowsers {
+		t.Run(pb.name, func(t *testing.T) { f(t, needBrowser(t, pb)) })
 	}
-	if _, err := os.Stat(b.chromium); err != nil {
-		t.Skipf("no chromium at %s (apt-get install chromium): %v", b.chromium, err)
+}
+
+// needBrowser returns what driving the page in pb needs. It skips the
+// test with -short, or without pb's executable or node.
+func needBrowser(t *testing.T, pb pageBrowser) browserTest {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a browser test; not with -short")
+	}
+	b := browserTest{name: pb.name, exe: os.Getenv(pb.env)}
+	if b.exe == "" {
+		b.exe = pb.path
+	}
+	if _, err := os.Stat(b.exe); err != nil {
+		t.Skipf("no %s at %s (apt-get install %s): %v", pb.name, b.exe, pb.pkg, err)
 	}
 	var err error
 	if b.node, err = exec.LookPath("node"); err != nil {
@@ -38,12 +71,17 @@ func needBrowser(t *testing.T) browserTest {
 		t.Fatal(err)
 	}
 	b.e2e = filepath.Join(b.root, "web", "e2e")
-	if _, err := os.Stat(filepath.Join(b.e2e, "node_modules", "playwright-core")); err != nil {
+	for _, m := range []string{"playwright-core", "puppeteer-core"} {
+		if _, err := os.Stat(filepath.Join(b.e2e, "node_modules", m)); err == nil {
+			continue
+		}
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		cmd.Dir = b.e2e
+		cmd.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("npm ci in web/e2e: %v\n%s", err, out)
 		}
+		break
 	}
 	return b
 }

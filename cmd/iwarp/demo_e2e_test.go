@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -20,19 +19,71 @@ import (
 	"github.com/iwarpgo/iwarp/web"
 )
 
-// TestDemoInBrowser runs web/e2e/demo.test.mjs: Debian's chromium, driven
-// by playwright-core, against "iwarp demo" with the browser peer built
-// now (GOOS=js GOARCH=wasm). It connects to the Go peer, does a Write, a
-// Read and a Send, checks the grids and completions, provokes a Terminate
-// and pairs two tabs. Screenshots go to .artifacts/demo-e2e. It is
-// skipped only when chromium or node is not installed; npm ci runs if
+// TestDemoInBrowser runs web/e2e/demo.test.mjs in each browser installed
+// (eachBrowser: Debian's chromium and firefox-esr, a subtest each) against
+// "iwarp demo" with the browser peer built now (GOOS=js GOARCH=wasm). It
+// connects to the Go peer, does a Write, a Read and a Send, checks the
+// grids and completions, provokes a Terminate and pairs two tabs.
+// Screenshots go to .artifacts/demo-e2e/BROWSER. A browser's subtest is
+// skipped only when the browser or node is not installed; npm ci runs if
 // web/e2e/node_modules is missing.
 func TestDemoInBrowser(t *testing.T) {
-	b := needBrowser(t)
-	chromium, node, root, e2e := b.chromium, b.node, b.root, b.e2e
+	var assets web.Assets // built for the first browser, served to each
+	eachBrowser(t, func(t *testing.T, b browserTest) {
+		if assets == nil {
+			assets = demoAssets(t, b.root)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log syncWriter
+		d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
+		sctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- d.Serve(sctx, ln) }()
+		defer func() {
+			stop()
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("serve: %v", err)
+			}
+		}()
+
+		artifacts := filepath.Join(b.root, ".artifacts", "demo-e2e", b.name)
+		cmd := exec.CommandContext(ctx, b.node, "demo.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
+		cmd.Dir = b.e2e
+		cmd.Env = b.env(artifacts)
+		if rate := demoMinRate(b.name); rate != 1000 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("IWARP_E2E_MIN_RATE=%d", rate))
+			t.Logf("the burst must reach %d placements a second in %s, not 1000", rate, b.name)
+		}
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		t.Logf("demo.test.mjs in %s (%.1f s):\n%s", b.name, time.Since(start).Seconds(), out)
+		if err != nil {
+			t.Fatalf("the browser test failed in %s: %v (screenshots in %s)", b.name, err, artifacts)
+		}
+	})
+}
+
+// demoMinRate is the placements a second the demo's burst must reach in
+// browser. The 1,000 is checked in Chromium without -race; with
+// it, the Go peer runs several times slower, and 400 is the floor.
+func demoMinRate(browser string) int {
+	if raceEnabled {
+		return 400
+	}
+	return 1000
+}
+
+// demoAssets is the page's files with the browser peer built now from
+// the repository at root.
+func demoAssets(t *testing.T, root string) web.Assets {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
 	gz, execJS, err := web.BuildWasm(ctx, root)
 	if err != nil {
 		t.Fatal(err)
@@ -48,38 +99,7 @@ func TestDemoInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	assets[web.WasmGzName], assets[web.WasmExecName] = gz, execJS
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log syncWriter
-	d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
-	sctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(sctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-
-	artifacts := filepath.Join(root, ".artifacts", "demo-e2e")
-	cmd := exec.CommandContext(ctx, node, "demo.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
-	cmd.Dir = e2e
-	cmd.Env = append(os.Environ(), "IWARP_ARTIFACTS="+artifacts, "CHROMIUM="+chromium)
-	if raceEnabled {
-		// The 1,000 placements a second is checked without -race;
-		// with it, the Go peer runs several times slower.
-		cmd.Env = append(cmd.Env, "IWARP_E2E_MIN_RATE=400")
-		t.Log("built with -race: the burst must reach 400 placements a second, not 1000")
-	}
-	out, err := cmd.CombinedOutput()
-	t.Logf("demo.test.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the browser test failed: %v (screenshots in %s)", err, artifacts)
-	}
+	return assets
 }
 
 // syncWriter collects the demo server's log.

@@ -26,33 +26,84 @@ import (
 	"github.com/iwarpgo/iwarp/web"
 )
 
-// TestReplayInBrowser runs web/e2e/replay.test.mjs in Debian's chromium
-// (playwright-core) against the demo page with the browser peer built
-// now. For each bundled capture it gives the script what "iwarp dump
-// --json" prints and the octets each RDMA Write and Read Response
-// carries (from capture.Decode, not from the model the page plays); the
-// script plays the capture record by record and checks the page's rows
-// and the bytes in the grids against them. It also gives the script bad
-// files (truncated, a pcapng with a block type nobody defined, no iWARP,
+// TestReplayInBrowser runs web/e2e/replay.test.mjs in each browser
+// installed (eachBrowser: Debian's chromium and firefox-esr, a subtest
+// each) against the demo page with the browser peer built now. For each
+// bundled capture it gives the script what "iwarp dump --json" prints
+// and the octets each RDMA Write and Read Response carries (from
+// capture.Decode, not from the model the page plays); the script plays
+// the capture record by record and checks the page's rows and the bytes
+// in the grids against them. It also gives the script bad files
+// (truncated, a pcapng with a block type nobody defined, no iWARP,
 // random bytes, 1 GiB) and a capture of 100,000 FPDUs to time, and
 // serves a capture the way "iwarp replay" does. Screenshots go to
-// .artifacts/replay-e2e. Skipped without chromium or node.
+// .artifacts/replay-e2e/BROWSER. A browser's subtest is skipped only
+// when the browser or node is not installed.
 func TestReplayInBrowser(t *testing.T) {
-	b := needBrowser(t)
-	chromium, node, root, e2e := b.chromium, b.node, b.root, b.e2e
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	var (
+		assets web.Assets // built for the first browser, served to each
+		names  []string
+	)
+	dir := t.TempDir() // the captures and expectations, written once
+	eachBrowser(t, func(t *testing.T, b browserTest) {
+		if assets == nil {
+			assets, names = replayFiles(t, b.root, dir)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log syncWriter
+		d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
+		sctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- d.Serve(sctx, ln) }()
+		defer func() {
+			stop()
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("serve: %v", err)
+			}
+		}()
+
+		artifacts := filepath.Join(b.root, ".artifacts", "replay-e2e", b.name)
+		nj, _ := json.Marshal(names)
+		cmd := exec.CommandContext(ctx, b.node, "replay.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
+		cmd.Dir = b.e2e
+		cmd.Env = append(b.env(artifacts), "IWARP_REPLAY_DATA="+dir, "IWARP_REPLAY_CAPTURES="+string(nj))
+		if raceEnabled {
+			cmd.Env = append(cmd.Env, "IWARP_E2E_MIN_RATE=400", "IWARP_E2E_MAX_DECODE_MS=15000")
+			t.Log("built with -race: the page must draw 400 segments a second, not 1000")
+		}
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		t.Logf("replay.test.mjs in %s (%.1f s):\n%s", b.name, time.Since(start).Seconds(), out)
+		if err != nil {
+			t.Fatalf("the browser test failed in %s: %v (screenshots in %s)", b.name, err, artifacts)
+		}
+	})
+}
+
+// replayFiles builds the page's files with the browser peer built now
+// from the repository at root, with a capture where "iwarp replay"
+// serves it, and writes in dir what replay.test.mjs reads: each bundled
+// capture (its name in names) with its expectations, the bad files and
+// the capture of 100,000 FPDUs.
+func replayFiles(t *testing.T, root, dir string) (assets web.Assets, names []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	gz, execJS, err := web.BuildWasm(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets, err := web.Embedded()
+	assets, err = web.Embedded()
 	if err != nil {
 		t.Fatal(err)
 	}
 	assets[web.WasmGzName], assets[web.WasmExecName] = gz, execJS
 
-	dir := t.TempDir()
 	var index []struct{ File string }
 	if err := json.Unmarshal(assets["captures/index.json"], &index); err != nil {
 		t.Fatal(err)
@@ -60,7 +111,6 @@ func TestReplayInBrowser(t *testing.T) {
 	if len(index) < 5 {
 		t.Fatalf("%d bundled captures", len(index))
 	}
-	var names []string
 	for _, c := range index {
 		names = append(names, c.File)
 		writeExpectations(t, dir, c.File, assets["captures/"+c.File])
@@ -68,7 +118,7 @@ func TestReplayInBrowser(t *testing.T) {
 	siw := assets["captures/siw-terminate.pcap"]
 	badFiles(t, dir, siw)
 	for _, name := range []string{"dtls-cert.pcapng", "dtls-cert.keylog"} {
-		b, err := os.ReadFile(filepath.Join(root, "internal", "replay", "testdata", name))
+		b, err := os.ReadFile(filepath.Join(root, "capture", "replay", "testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,37 +128,7 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	bigCapture(t, filepath.Join(dir, "fpdus-100000.pcap"), 100000)
 	assets["replay/siw-terminate.pcap"] = siw // as "iwarp replay" serves it
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log syncWriter
-	d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
-	sctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(sctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-
-	artifacts := filepath.Join(root, ".artifacts", "replay-e2e")
-	nj, _ := json.Marshal(names)
-	cmd := exec.CommandContext(ctx, node, "replay.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
-	cmd.Dir = e2e
-	cmd.Env = append(os.Environ(), "IWARP_ARTIFACTS="+artifacts, "CHROMIUM="+chromium, "IWARP_REPLAY_DATA="+dir, "IWARP_REPLAY_CAPTURES="+string(nj))
-	if raceEnabled {
-		cmd.Env = append(cmd.Env, "IWARP_E2E_MIN_RATE=400", "IWARP_E2E_MAX_DECODE_MS=15000")
-		t.Log("built with -race: the page must draw 400 segments a second, not 1000")
-	}
-	out, err := cmd.CombinedOutput()
-	t.Logf("replay.test.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the browser test failed: %v (screenshots in %s)", err, artifacts)
-	}
+	return assets, names
 }
 
 // placed is what an RDMA Write or Read Response carries, for the

@@ -1,9 +1,10 @@
-// End-to-end test of "iwarp demo" in Debian's chromium, driven by
-// playwright-core. The demo must be running; its URL is the first
-// argument (or IWARP_DEMO_URL). Screenshots go to the folder in
+// End-to-end test of "iwarp demo" in Debian's chromium or firefox-esr
+// (IWARP_BROWSER; browser.mjs). The demo must be running; its URL is the
+// first argument (or IWARP_DEMO_URL). Screenshots go to the folder in
 // IWARP_ARTIFACTS (default .artifacts/demo-e2e).
 //
 //	node demo.test.mjs http://127.0.0.1:8080/
+//	IWARP_BROWSER=firefox node demo.test.mjs http://127.0.0.1:8080/
 //
 // Over a WebRTC data channel to the Go peer: Write, Read, each Send
 // variant (its opcode checked as the Go peer decoded it), the burst
@@ -16,13 +17,12 @@
 // Read, Send and fault checks, FPDUs and Markers on the ladder. Then two
 // tabs pair by code and Write to each other, and a third observes one
 // with its code. Exit status 0 means every check held.
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 const url = process.argv[2] || process.env.IWARP_DEMO_URL;
 const out = process.env.IWARP_ARTIFACTS || ".artifacts/demo-e2e";
-const exe = process.env.CHROMIUM || "/usr/bin/chromium";
 if (!url) {
   console.error("usage: node demo.test.mjs URL");
   process.exit(2);
@@ -111,14 +111,13 @@ async function sendAndCheck(page, variant, op, inv) {
   console.log(`   ${variant}: the Go peer received a ${got}`);
 }
 
-const browser = await chromium.launch({
-  executablePath: exe,
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+// Host candidates as IP addresses, not mDNS names: the test machine has
+// no multicast DNS, and both tabs run in this one browser.
+const browser = await launch({
+  chromiumArgs: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    // Host candidates as IP addresses, not mDNS names: the test machine
-    // has no multicast DNS, and both tabs run in this one browser.
     "--disable-features=WebRtcHideLocalIpsWithMdns"],
+  firefoxPrefs: { "media.peerconnection.ice.obfuscate_host_addresses": false },
 });
 t0 = Date.now();
 try {

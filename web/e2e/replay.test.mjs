@@ -1,5 +1,5 @@
-// End-to-end test of the demo page's Replay mode in Debian's chromium,
-// driven by playwright-core. cmd/iwarp's TestReplayInBrowser serves the
+// End-to-end test of the demo page's Replay mode in Debian's chromium or
+// firefox-esr (IWARP_BROWSER; browser.mjs). cmd/iwarp's TestReplayInBrowser serves the
 // page and writes, in IWARP_REPLAY_DATA, each bundled capture with what
 // "iwarp dump --json" prints for it (NAME.dump.jsonl) and the octets
 // each RDMA Write and Read Response carries (NAME.placed.json), the bad
@@ -17,13 +17,12 @@
 // 1,000 segments drawn a second or more; a DTLS capture is refused, then
 // decrypted with its key log; ?capture= loads a capture as
 // "iwarp replay" serves it. Screenshots go to IWARP_ARTIFACTS.
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 const url = process.argv[2];
 const out = process.env.IWARP_ARTIFACTS || ".artifacts/replay-e2e";
-const exe = process.env.CHROMIUM || "/usr/bin/chromium";
 const data = process.env.IWARP_REPLAY_DATA;
 const captures = JSON.parse(process.env.IWARP_REPLAY_CAPTURES || "[]");
 const minRate = Number(process.env.IWARP_E2E_MIN_RATE || 1000);
@@ -126,7 +125,7 @@ async function pick(page, file) {
   await page.setInputFiles("#rp-file", join(data, file));
 }
 
-const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox"] });
+const browser = await launch({ chromiumArgs: ["--no-sandbox"] });
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
   page.on("pageerror", (e) => fail("page error: " + e.message));

@@ -873,6 +873,18 @@ function noteAdvert() {
 
 function frame(now) {
   requestAnimationFrame(frame);
+  tick(now);
+}
+
+// A hidden tab gets no animation frames, but a paired or observed tab
+// must still drain its peer's events, relay them to the other tab and
+// report to its observers: while hidden, a timer ticks (as often as the
+// browser lets a background tab's timers run).
+setInterval(() => { if (document.hidden) tick(performance.now()); }, 100);
+
+// tick drains the peers' events and draws them, relays them to a paired
+// tab and reports them to observers.
+function tick(now) {
   const rows = [];
   if (S.wasmReady && S.mode !== "observe") {
     const d = JSON.parse(iwarpPeer.drain());
