@@ -67,6 +67,10 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 	if err != nil {
 		return nil, err
 	}
+	if err := pc.batchConn(); err != nil {
+		_ = pc.Close()
+		return nil, err
+	}
 	var authErr authFailure
 	_, opts := s.dtlsOptions(false, &authErr)
 	conn, err := dtls.ClientWithOptions(pc, raddr, opts...)
@@ -99,7 +103,7 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Association,
 		_ = conn.Close()
 		return nil, err
 	}
-	a, err := newAssociation(ctx, s, conn, false, nil)
+	a, err := newAssociation(withBatcher(ctx, pc.bc), s, conn, false, nil)
 	if err != nil {
 		_ = conn.Close()
 		if errors.Is(err, io.EOF) || errors.Is(err, sctp.ErrAssociationClosedBeforeConn) {
@@ -359,7 +363,7 @@ func (l *Listener) handshake(c *muxConn) {
 		return
 	}
 	slot := new(assocSlot)
-	a, err := newAssociation(ctx, l.s, conn, true, func() {
+	a, err := newAssociation(withBatcher(ctx, c.m.batcher()), l.s, conn, true, func() {
 		l.assocs.forget(ip, slot)
 		l.peers.give(ip)
 	})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/pion/dtls/v3/pkg/protocol/alert"
 	"github.com/pion/logging"
+
+	"github.com/iwarpgo/iwarp/sctpddp/batchconn"
 )
 
 // Why a DTLS handshake failed, named so that each side can say what to fix.
@@ -33,18 +35,37 @@ var (
 // unreachable as ECONNREFUSED, so that a Dial to a port where nothing
 // listens fails at once. Once the handshake has completed, an
 // ECONNREFUSED is a lost datagram: ICMP is not authenticated, and the
-// association's own timers decide whether the peer is gone.
+// association's own timers decide whether the peer is gone. Beneath
+// pion/dtls its datagrams go through bc (batchConn), which batches them
+// (batching.go).
 type dialConn struct {
 	*net.UDPConn
+	bc          *batchconn.Conn
 	raddr       *net.UDPAddr
 	answered    atomic.Bool // a datagram came back
 	refused     atomic.Bool // the kernel reported ECONNREFUSED during the handshake
 	established atomic.Bool
 }
 
+// batchConn makes the batchconn.Conn that ReadFrom and WriteTo use.
+func (c *dialConn) batchConn() error {
+	bc, err := batchconn.New(c.UDPConn, nil)
+	c.bc = bc
+	return err
+}
+
+// Close closes the socket, through bc when there is one, so that its
+// buffers go too.
+func (c *dialConn) Close() error {
+	if c.bc != nil {
+		return c.bc.Close()
+	}
+	return c.UDPConn.Close()
+}
+
 func (c *dialConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
-		n, err := c.UDPConn.Read(p)
+		n, _, err := c.bc.ReadFrom(p)
 		if n > 0 {
 			c.answered.Store(true)
 		}
@@ -59,7 +80,7 @@ func (c *dialConn) ReadFrom(p []byte) (int, net.Addr, error) {
 }
 
 func (c *dialConn) WriteTo(p []byte, _ net.Addr) (int, error) {
-	n, err := c.UDPConn.Write(p)
+	n, err := c.bc.WriteTo(p, nil)
 	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
 		if c.established.Load() {
 			return len(p), nil

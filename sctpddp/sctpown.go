@@ -72,6 +72,7 @@ func ownHandshake(ctx context.Context, s *settings, conn, nc net.Conn, server bo
 		DeadPeerTimeout:   s.DeadPeerTimeout,
 		RTOMax:            ownRTOMax,
 		MaxRetrans:        ownMaxRetrans,
+		Batcher:           batcherOf(ctx),
 	}
 	if cfg.DeadPeerTimeout < 0 {
 		cfg.DeadPeerTimeout = 1<<63 - 1

@@ -16,6 +16,8 @@ import (
 	"github.com/pion/transport/v5/deadline"
 
 	"github.com/iwarpgo/iwarp/internal/netpeer"
+	"github.com/iwarpgo/iwarp/sctpddp/batchconn"
+	"github.com/iwarpgo/iwarp/sctpddp/sctp"
 )
 
 // A Listener's UDP socket is demultiplexed per remote address by a udpMux,
@@ -59,6 +61,10 @@ type udpMux struct {
 	// address without a conn instead of admit, outside mu
 	// (plainListener.handle).
 	unknown func(*udpMux, netip.AddrPort, []byte)
+
+	// bc is conn, batching its reads and the writes of its muxConns
+	// (batching.go); nil where it could not be made.
+	bc *batchconn.Conn
 
 	maxHandshakes, maxPerPeer int
 	handshakeQueue            int // bytes queued for a handshaking conn
@@ -121,6 +127,7 @@ func newUDPMux(conn *net.UDPConn, s *settings, onNew func(*muxConn)) *udpMux {
 func newUDPMuxWith(conn *net.UDPConn, s *settings, onNew func(*muxConn), unknown func(*udpMux, netip.AddrPort, []byte)) *udpMux {
 	m := &udpMux{
 		conn:          conn,
+		bc:            muxBatchConn(conn),
 		onNew:         onNew,
 		unknown:       unknown,
 		maxHandshakes: s.MaxHandshakes,
@@ -142,9 +149,12 @@ func newUDPMuxWith(conn *net.UDPConn, s *settings, onNew func(*muxConn), unknown
 
 func (m *udpMux) readLoop() {
 	defer close(m.readDone)
-	buf := make([]byte, muxReadSize)
+	var buf []byte
+	if m.bc == nil {
+		buf = make([]byte, muxReadSize)
+	}
 	for {
-		n, raddr, err := m.conn.ReadFromUDPAddrPort(buf)
+		d, raddr, err := m.read(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -154,8 +164,41 @@ func (m *udpMux) readLoop() {
 			continue
 		}
 		raddr = netip.AddrPortFrom(raddr.Addr().Unmap(), raddr.Port())
-		m.deliver(raddr, buf[:n])
+		m.deliver(raddr, d)
 	}
+}
+
+// muxBatchConn makes the batching reader and writer of a Listener's
+// socket, or returns nil where that fails: the mux then reads and writes
+// conn itself.
+func muxBatchConn(conn *net.UDPConn) *batchconn.Conn {
+	bc, err := batchconn.New(conn, nil)
+	if err != nil {
+		return nil
+	}
+	return bc
+}
+
+// read returns the next datagram: from bc, in its own buffer, or else
+// read into buf. It is valid until the next read.
+func (m *udpMux) read(buf []byte) ([]byte, netip.AddrPort, error) {
+	if m.bc == nil {
+		n, raddr, err := m.conn.ReadFromUDPAddrPort(buf)
+		return buf[:n], raddr, err
+	}
+	d, addr, err := m.bc.Next()
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	return d[:min(len(d), muxReadSize)], addr.(*net.UDPAddr).AddrPort(), nil
+}
+
+// batcher returns the socket's batching writer, or nil.
+func (m *udpMux) batcher() sctp.Batcher {
+	if m.bc == nil {
+		return nil
+	}
+	return m.bc
 }
 
 // deliver routes one datagram.
@@ -530,6 +573,9 @@ func (c *muxConn) WriteTo(p []byte, _ net.Addr) (int, error) {
 	if !c.progressed.Load() && hasServerHello(p) {
 		c.progressed.Store(true)
 		c.m.progress(c)
+	}
+	if c.m.bc != nil {
+		return c.m.bc.WriteTo(p, c.addr)
 	}
 	return c.m.conn.WriteToUDPAddrPort(p, c.raddr)
 }

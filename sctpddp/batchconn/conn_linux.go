@@ -484,10 +484,22 @@ func (c *Conn) sendBatch(fd uintptr) bool {
 }
 
 // Close closes the socket. A ReadFrom or Flush waiting returns
-// net.ErrClosed; datagrams held since Cork are dropped.
+// net.ErrClosed; datagrams held since Cork are dropped, and the Conn's
+// buffers are let go once no call is using them, so that a closed Conn
+// still referenced holds none.
 func (c *Conn) Close() error {
 	c.closed.Store(true)
-	return c.uc.Close()
+	err := c.uc.Close()
+	c.rmu.Lock()
+	c.r.buf, c.r.ri, c.r.rn = nil, 0, 0
+	for i := range c.r.iovs {
+		c.r.iovs[i] = unix.Iovec{}
+	}
+	c.rmu.Unlock()
+	c.wmu.Lock()
+	c.w.arena, c.w.pend, c.w.used = nil, c.w.pend[:0], 0
+	c.wmu.Unlock()
+	return err
 }
 
 // LocalAddr returns the socket's address.

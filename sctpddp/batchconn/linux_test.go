@@ -371,3 +371,32 @@ func TestFlushWaitsForRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseLetsBuffersGo checks that a closed Conn holds no buffer, and
+// that reads and writes after Close fail as the socket's do.
+func TestCloseLetsBuffersGo(t *testing.T) {
+	a, b := newConn(t, "udp4", nil), newConn(t, "udp4", nil)
+	a.Cork()
+	if _, err := a.WriteTo(datagram(1, 1000), udpAddr(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Next(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if a.w.arena != nil || b.r.buf != nil {
+		t.Fatal("a closed Conn keeps its buffers")
+	}
+	a.Cork()
+	if _, err := a.WriteTo(datagram(2, 1000), udpAddr(b)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("WriteTo after Close: %v", err)
+	}
+	_ = a.Flush()
+	if _, _, err := b.ReadFrom(make([]byte, 2000)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("ReadFrom after Close: %v", err)
+	}
+}
