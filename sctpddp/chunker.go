@@ -31,6 +31,11 @@ type ChunkerConfig struct {
 	// Send queues one whole message with its PPID; the transport copies
 	// it. It may wait for room in the transport until ctx ends.
 	Send func(ctx context.Context, msg []byte, ppid wire.PPID) error
+	// Sendv, if not nil, queues one message given as slices that the
+	// transport gathers as it copies them; a DDP Segment then goes to it
+	// as its DDP-SSN, DDP Header and payload slices, with no copy of the
+	// Chunker's own.
+	Sendv func(ctx context.Context, parts [][]byte, ppid wire.PPID) error
 	// Buffered returns the bytes queued or in flight.
 	Buffered func() uint64
 	// Window, if not nil, lowers the cap to what the transport's path
@@ -65,16 +70,18 @@ type ChunkerConfig struct {
 //
 // Its methods may be called from several goroutines; writes are
 // serialised, so DDP-SSN order is submission order. A write copies the
-// message into the Chunker's buffer and the transport copies it again, so
-// the caller's slices may be reused when it returns; nothing is allocated
-// per message once the buffer has grown to the largest one.
+// message into the Chunker's buffer and the transport copies it again,
+// or, with Sendv, the transport alone gathers a DDP Segment's slices; so
+// the caller's slices may be reused when it returns. Nothing is
+// allocated per message once the buffer has grown to the largest one.
 type Chunker struct {
 	cfg ChunkerConfig
 
-	mu   sync.Mutex // serialises writes; guards the fields below
-	next wire.SSN   // DDP-SSN of the next message
-	buf  []byte     // encoding buffer
-	room sendRoom
+	mu    sync.Mutex // serialises writes; guards the fields below
+	next  wire.SSN   // DDP-SSN of the next message
+	buf   []byte     // encoding buffer
+	parts [][]byte   // a DDP Segment's slices, for Sendv
+	room  sendRoom
 }
 
 // NewChunker returns a Chunker that sends as cfg says, starting at
@@ -140,8 +147,20 @@ func (c *Chunker) WriteSegmentv(ctx context.Context, hdr []byte, payload [][]byt
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ssn := c.next
+	if c.cfg.Sendv != nil {
+		// The DDP-SSN and the header in c.buf, the payload where the
+		// caller holds it.
+		c.buf = wire.AppendSegmentv(c.buf[:0], ssn, hdr, nil)
+		c.parts = append(append(c.parts[:0], c.buf), payload...)
+		err := c.send(ctx, wire.PPIDSegment, len(c.buf)+wire.SegmentLen(nil, payload), nil, c.parts)
+		clear(c.parts) // keep no reference to the caller's payload
+		if err != nil {
+			return 0, err
+		}
+		return ssn, nil
+	}
 	c.buf = wire.AppendSegmentv(c.buf[:0], ssn, hdr, payload)
-	if err := c.send(ctx, wire.PPIDSegment, c.buf); err != nil {
+	if err := c.send(ctx, wire.PPIDSegment, len(c.buf), c.buf, nil); err != nil {
 		return 0, err
 	}
 	return ssn, nil
@@ -158,7 +177,7 @@ func (c *Chunker) WriteSessionControl(ctx context.Context, m wire.SessionControl
 		return 0, err
 	}
 	c.buf = m.Append(c.buf[:0])
-	if err := c.send(ctx, wire.PPIDSessionControl, c.buf); err != nil {
+	if err := c.send(ctx, wire.PPIDSessionControl, len(c.buf), c.buf, nil); err != nil {
 		return 0, err
 	}
 	return m.SSN, nil
@@ -202,12 +221,13 @@ func (c *Chunker) WriteMessage(ctx context.Context, ppid wire.PPID, msg []byte) 
 	if ssn != c.next {
 		return fmt.Errorf("%w: message has %d, next is %d", ErrSSNOutOfOrder, ssn, c.next)
 	}
-	return c.send(ctx, ppid, msg)
+	return c.send(ctx, ppid, len(msg), msg, nil)
 }
 
-// send waits until the transport can send and has room, and queues msg;
-// on success it advances the DDP-SSN. The caller holds mu.
-func (c *Chunker) send(ctx context.Context, ppid wire.PPID, msg []byte) error {
+// send waits until the transport can send and has room, and queues the
+// message of n octets, msg or (through Sendv) parts; on success it
+// advances the DDP-SSN. The caller holds mu.
+func (c *Chunker) send(ctx context.Context, ppid wire.PPID, n int, msg []byte, parts [][]byte) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
@@ -222,10 +242,16 @@ func (c *Chunker) send(ctx context.Context, ppid wire.PPID, msg []byte) error {
 			return c.closedErr(err)
 		}
 	}
-	if err := c.room.waitRoom(ctx, len(msg), control); err != nil {
+	if err := c.room.waitRoom(ctx, n, control); err != nil {
 		return c.closedErr(err)
 	}
-	if err := c.cfg.Send(ctx, msg, ppid); err != nil {
+	var err error
+	if parts != nil {
+		err = c.cfg.Sendv(ctx, parts, ppid)
+	} else {
+		err = c.cfg.Send(ctx, msg, ppid)
+	}
+	if err != nil {
 		return err
 	}
 	c.next = c.next.Next()

@@ -155,6 +155,12 @@ func (o ownStream) Write(ctx context.Context, msg []byte, ppid wire.PPID) error 
 	return o.s.SendMessage(ctx, uint32(ppid), true, [][]byte{msg})
 }
 
+// Writev queues one message given as slices, gathered into the
+// association's buffer.
+func (o ownStream) Writev(ctx context.Context, parts [][]byte, ppid wire.PPID) error {
+	return o.s.SendMessage(ctx, uint32(ppid), true, parts)
+}
+
 // unacked is the stream's count of messages queued or unacknowledged, by
 // which the Chunker keeps RFC 5043 §10's limit.
 func (o ownStream) unacked() int { return o.s.UnackedMessages() }

@@ -43,6 +43,7 @@ func newStream(a *Association, st sctpStream) *Stream {
 		// Config.SendQueueLimit says otherwise, a stream may use all
 		// of it, its messages counted for RFC 5043 §10.
 		cfg.Window, cfg.Unacked = o.sendWindow, st.(ownStream).unacked
+		cfg.Sendv = s.writevSCTP
 		if a.s.SendQueueLimit <= 0 {
 			cfg.SendQueueLimit = uint64(a.s.MaxWindow)
 		}
@@ -82,12 +83,27 @@ func (s *Stream) WriteSegment(ctx context.Context, seg []byte) (wire.SSN, error)
 // it.
 func (s *Stream) writeSCTP(ctx context.Context, msg []byte, ppid wire.PPID) error {
 	if err := s.s.Write(ctx, msg, ppid); err != nil {
-		select {
-		case <-s.a.closed:
-			return s.a.Err()
-		default:
-		}
-		return fmt.Errorf("sctpddp: stream %d: %w", s.ID(), err)
+		return s.writeErr(err)
+	}
+	return nil
+}
+
+// writeErr is what a failed write returns: the association's error once
+// it has ended, or err.
+func (s *Stream) writeErr(err error) error {
+	select {
+	case <-s.a.closed:
+		return s.a.Err()
+	default:
+	}
+	return fmt.Errorf("sctpddp: stream %d: %w", s.ID(), err)
+}
+
+// writevSCTP queues one message, given as slices, on the outbound stream
+// of package sctp's association, which gathers them into its own buffer.
+func (s *Stream) writevSCTP(ctx context.Context, parts [][]byte, ppid wire.PPID) error {
+	if err := s.s.(ownStream).Writev(ctx, parts, ppid); err != nil {
+		return s.writeErr(err)
 	}
 	return nil
 }
