@@ -2,7 +2,7 @@
 # Runs every test of the project: formatting, vet, the js/wasm build of the
 # core and of the browser peer, the core's tests under js/wasm (Node), all tests with the race detector (the
 # fuzz targets' seed corpora included), tshark's dissection of our traffic,
-# and the browser demo driven in a real Chromium.
+# and the browser demo driven in a real Chromium and Firefox.
 #
 # Tests that need system packages get them here: on a Debian-like machine
 # this installs what is missing (as root, or with sudo); elsewhere it stops
@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v firefox-esr >/dev/null 2>&1 || need+=(firefox-esr)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v curl >/dev/null 2>&1 || need+=(curl)
@@ -34,9 +35,9 @@ if ((${#need[@]})); then
 		exit 1
 	fi
 fi
-if [ ! -d web/e2e/node_modules ]; then
-	echo "installing the browser test's Node modules (playwright-core)..."
-	(cd web/e2e && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+if [ ! -d web/e2e/node_modules/playwright-core ] || [ ! -d web/e2e/node_modules/puppeteer-core ]; then
+	echo "installing the browser tests' Node modules (playwright-core for Chromium, puppeteer-core for Firefox)..."
+	(cd web/e2e && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 echo "== gofmt"
