@@ -372,7 +372,7 @@ func (l *Listener) refused(a net.Addr, why error) {
 	}
 }
 
-func (l *Listener) startup(s *startup) (_ *Request, err error) {
+func (l *Listener) startup(s *startup) (*Request, error) {
 	nc := s.nc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -392,8 +392,9 @@ func (l *Listener) startup(s *startup) (_ *Request, err error) {
 		}
 		nc = tc
 	}
-	nc = traced(&l.cfg, nc)
-	defer func() { endTrace(nc, err) }()
+	if l.cfg.Trace != nil {
+		nc = tracedConn{nc, l.cfg.Trace}
+	}
 	req, err := ReadFrame(nc)
 	if err != nil {
 		return nil, err
@@ -425,7 +426,7 @@ func newRequest(cfg *Config, nc net.Conn, req Frame, deadline time.Time) *Reques
 // reads and validates the MPA Request Frame within the handshake timeout
 // and returns it for the caller to Accept or Reject, as Listener.Accept
 // does. On an error the caller closes nc.
-func Server(ctx context.Context, nc net.Conn, cfg *Config) (_ *Request, err error) {
+func Server(ctx context.Context, nc net.Conn, cfg *Config) (*Request, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
@@ -433,8 +434,9 @@ func Server(ctx context.Context, nc net.Conn, cfg *Config) (_ *Request, err erro
 	defer cancel()
 	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()
-	nc = traced(cfg, nc)
-	defer func() { endTrace(nc, err) }()
+	if cfg.Trace != nil {
+		nc = tracedConn{nc, cfg.Trace}
+	}
 	req, err := ReadFrame(nc)
 	if err != nil {
 		return nil, err

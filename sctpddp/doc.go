@@ -41,6 +41,22 @@
 // ParseFingerprint), certificate authorities or a pre-shared key (Config).
 // None of this is built for js/wasm, which has no UDP sockets.
 //
+// # Over plain UDP
+//
+// Config.InsecurePlainUDP, an explicit insecure choice for labs and tests,
+// runs the same associations without DTLS, SCTP straight over UDP as RFC
+// 6951 encapsulates it, so that the Linux kernel's SCTP and usrsctp can be
+// the peer: nothing is authenticated or encrypted. Every packet carries
+// the CRC32c (RFC 9260 §6.8). Dial runs package sctp's Client on a
+// connected UDP socket. A Listener keeps nothing for a peer before its
+// COOKIE ECHO: its demultiplexer answers an INIT from an unknown address
+// itself with an INIT ACK whose State Cookie carries the association
+// (sctp.HandleInit, keys bound to the address), creates the peer's conn
+// only for a COOKIE ECHO whose cookie authenticates, and starts package
+// sctp's Server on it, which takes that COOKIE ECHO as its first packet;
+// any other packet from an unknown address gets RFC 9260 §8.4's answer
+// (plainudp.go).
+//
 // # Sessions
 //
 // Session binds a ULP endpoint (ddp.Endpoint: an rdmap.QueuePair) to a DDP
@@ -75,7 +91,12 @@
 //   - §7.2 (multihoming): SCTP runs over one DTLS/UDP path, so there is a
 //     single address per endpoint, which §7.2 allows.
 //   - §13 (IPsec): the association is protected by DTLS (RFC 8261, as in
-//     WebRTC) rather than IPsec.
+//     WebRTC) rather than IPsec; under Config.InsecurePlainUDP by
+//     nothing.
+//   - Over plain UDP an association is the flow of one remote UDP
+//     address: a peer whose address or port changes (a NAT rebinding) is
+//     a new, unknown peer, not the same association with a new
+//     encapsulation port (RFC 6951 §5.4).
 //   - pion/sctp negotiates I-DATA (RFC 8260) by default; under PionSCTP
 //     this package turns it off so that segments travel in the DATA chunks
 //     RFC 5043 describes. The default association sends no I-DATA.

@@ -11,10 +11,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -168,6 +170,9 @@ type conn struct {
 	info connInfo
 	qp   *rdmap.QueuePair
 	c    *iwarp.Conn // nil for a connection a test made with mpa.Client
+	// after runs once the connection is closed: it ends the recording of
+	// a TCP connection.
+	after func()
 	// ended is closed when the stream has stopped, at endedAt (nil for
 	// a connection a test made).
 	ended   chan struct{}
@@ -190,6 +195,9 @@ func (c *conn) close(ctx context.Context) {
 		c.c.Shutdown(ctx)
 	} else {
 		c.qp.Close(ctx)
+	}
+	if c.after != nil {
+		c.after()
 	}
 }
 
@@ -336,9 +344,10 @@ func (f *linkFlags) warnInsecure(stderr io.Writer) bool {
 
 // pending is a connection request waiting for its queue pair.
 type pending struct {
-	peer string
-	req  *iwarp.Request
-	l    *listener
+	peer  string
+	req   *iwarp.Request
+	l     *listener
+	local net.Addr // the relay's address, with --pcap over tcp://
 }
 
 // accept starts qp on the connection, answering with the listener's
@@ -355,6 +364,9 @@ func (p *pending) acceptWith(ctx context.Context, qp *rdmap.QueuePair, privateDa
 	}
 	info := infoOf(c, p.l.authenticated)
 	info.Peer = p.peer
+	if p.local != nil {
+		info.Local = p.local.String()
+	}
 	out := &conn{info: info, qp: qp, c: c}
 	out.watchEnd()
 	return out, nil
@@ -363,7 +375,7 @@ func (p *pending) acceptWith(ctx context.Context, qp *rdmap.QueuePair, privateDa
 func (p *pending) reject() { p.req.Reject(nil) }
 
 // listener accepts connections of either transport (package iwarp's
-// Listener).
+// Listener), with --pcap through a recording relay for tcp://.
 type listener struct {
 	l             *iwarp.Listener
 	addr          net.Addr
@@ -371,6 +383,10 @@ type listener struct {
 	sctpConfig    *sctpddp.Config // sctp://: the configuration it listens with
 	authenticated bool            // sctp://: clients are authenticated
 	privateData   []byte          // what Accept answers with
+	relay         net.Listener    // tcp:// with --pcap
+	peers         sync.Map        // the relay's address at the listener -> the real peer and local addresses
+	stop          context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 func (l *listener) Addr() net.Addr { return l.addr }
@@ -381,11 +397,23 @@ func (l *listener) Accept(ctx context.Context) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pending{peer: req.RemoteAddr().String(), req: req, l: l}, nil
+	p := &pending{peer: req.RemoteAddr().String(), req: req, l: l}
+	if ends, ok := l.peers.LoadAndDelete(p.peer); ok {
+		e := ends.([2]net.Addr)
+		p.peer, p.local = e[0].String(), e[1]
+	}
+	return p, nil
 }
 
 // Close stops listening; established connections stay open.
-func (l *listener) Close() { l.l.Close() }
+func (l *listener) Close() {
+	l.l.Close()
+	if l.relay != nil {
+		l.stop()
+		l.relay.Close()
+		l.wg.Wait()
+	}
+}
 
 // listenRecorded listens on ep and, with --pcap, records what crosses
 // every connection. Warnings (unauthenticated peers) go to stderr.
@@ -406,18 +434,31 @@ func listenRecorded(ctx context.Context, ep endpoint, f *linkFlags, stderr io.Wr
 	return l, rec, nil
 }
 
-// listen listens on ep, recording its connections with a recorder.
+// listen listens on ep. With a recorder, each TCP connection goes through
+// a loopback relay that records its octets (mpa's listener traces all its
+// connections through one function, which cannot tell them apart).
 func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stderr io.Writer) (*listener, error) {
 	l := &listener{}
 	cfg := &iwarp.Config{}
+	url := ep.String()
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
 		if f.refused != nil {
+			// Through the --pcap relay the listener sees the relay's
+			// address, and may refuse before the relay has noted the
+			// real peer: refusals name the relay's address then.
 			cfg.MPA.Refused = f.refused
 		}
 		l.privateData = cfg.MPA.PrivateData
 		if rec != nil {
-			cfg.MPA.Trace = rec.c.MPATrace(true)
+			var err error
+			if l.relay, err = net.Listen("tcp", ep.addr); err != nil {
+				return nil, err
+			}
+			url = "tcp://127.0.0.1:0"
+			if ip := l.relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
+				url = "tcp://[::1]:0"
+			}
 		}
 	} else {
 		scfg, auth, fp, err := f.sctpConfig(ep.addr, true, rec)
@@ -435,23 +476,56 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 			l.privateData = f.mpa.PrivateData
 		}
 	}
-	il, err := iwarp.Listen(ctx, ep.String(), cfg)
+	il, err := iwarp.Listen(ctx, url, cfg)
 	if err != nil {
+		if l.relay != nil {
+			l.relay.Close()
+		}
 		return nil, err
 	}
 	l.l, l.addr = il, il.Addr()
+	if l.relay != nil {
+		l.addr = l.relay.Addr()
+		var rctx context.Context
+		rctx, l.stop = context.WithCancel(context.Background())
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			runRelay(rctx, l.relay, il.Addr().String(), rec, &l.peers)
+		}()
+	}
 	return l, nil
+}
+
+// runRelay records what crosses the relay's connections to the listener
+// at inner, and remembers each one's real peer by the relay's address at
+// the listener until the connection ends (Accept takes it sooner; a
+// connection the listener refuses or that never comes to Accept must not
+// leave it behind).
+func runRelay(ctx context.Context, relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
+	capture.Relay(ctx, relay, inner, func(c, d net.Conn) (func(bool, []byte), func()) {
+		key := d.LocalAddr().String()
+		peers.Store(key, [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
+		tr := rec.tcpConn()
+		tr.bind(c.RemoteAddr(), c.LocalAddr())
+		return tr.write, func() {
+			peers.Delete(key)
+			tr.close()
+		}
+	})
 }
 
 // dial connects qp to the listener at ep.
 func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdmap.QueuePair, stderr io.Writer) (*conn, error) {
 	cfg := &iwarp.Config{ConnectTimeout: 15 * time.Second}
+	var tr *tcpRecording
 	auth := true
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
 		cfg.PrivateData = cfg.MPA.PrivateData
 		if rec != nil {
-			cfg.MPA.Trace = rec.c.MPATrace(false)
+			tr = rec.tcpConn()
+			cfg.MPA.Trace = tr.write
 		}
 	} else {
 		scfg, ok, _, err := f.sctpConfig(ep.addr, false, rec)
@@ -468,10 +542,17 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 	}
 	c, err := iwarp.Dial(ctx, ep.String(), qp, cfg)
 	if err != nil {
+		if tr != nil {
+			tr.discard()
+		}
 		return nil, describeDialErr(ep, f, err)
 	}
 	out := &conn{info: infoOf(c, auth), qp: qp, c: c}
 	out.watchEnd()
+	if tr != nil {
+		tr.bind(c.LocalAddr(), c.RemoteAddr())
+		out.after = tr.close
+	}
 	return out, nil
 }
 
