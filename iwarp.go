@@ -97,8 +97,11 @@ type Event struct {
 	Err  error  // why, for all but Established
 }
 
-// parseURL splits tcp://host:port or sctp://host:port.
-func parseURL(s string) (scheme, addr string, err error) {
+// ParseURL splits an address of Dial and Listen, tcp://host:port (MPA
+// over TCP) or sctp://host:port (DDP over SCTP over DTLS over UDP), into
+// its scheme, "tcp" or "sctp", and its host:port. Its errors match
+// ErrBadAddress and say what is wrong.
+func ParseURL(s string) (scheme, addr string, err error) {
 	bad := func(why string) error {
 		return tag(nil, fmt.Sprintf("iwarp: bad address %q: %s", s, why), ErrBadAddress)
 	}
@@ -110,7 +113,7 @@ func parseURL(s string) (scheme, addr string, err error) {
 		return "", "", bad("the scheme is tcp (MPA over TCP) or sctp (DDP over SCTP over DTLS)")
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return "", "", bad("no port")
+		return "", "", bad("no port: want host:port")
 	}
 	return u.Scheme, u.Host, nil
 }
@@ -260,7 +263,7 @@ func Dial(ctx context.Context, url string, qp *rdmap.QueuePair, cfg *Config) (*C
 }
 
 func dial(ctx context.Context, u string, qp *rdmap.QueuePair, cfg *Config) (*Conn, error) {
-	scheme, addr, err := parseURL(u)
+	scheme, addr, err := ParseURL(u)
 	if err != nil {
 		return nil, err
 	}

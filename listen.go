@@ -128,7 +128,7 @@ func Listen(ctx context.Context, url string, cfg *Config) (*Listener, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	scheme, addr, err := parseURL(url)
+	scheme, addr, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}

@@ -162,6 +162,31 @@ type tracedChunk struct {
 // TCPConn starts recording a connection.
 func (r *Recorder) TCPConn() *TCPConn { return &TCPConn{r: r} }
 
+// MPATrace is an mpa.Config.Trace that records each connection as a TCP
+// connection of its own: a client's (Dial) when server is false, a
+// Listener's when it is true.
+func (r *Recorder) MPATrace(server bool) func(local, remote net.Addr) mpa.Tracer {
+	return func(local, remote net.Addr) mpa.Tracer {
+		c := r.TCPConn()
+		if server {
+			c.Bind(remote, local)
+		} else {
+			c.Bind(local, remote)
+		}
+		return mpaTracer{c, server}
+	}
+}
+
+// mpaTracer turns one end's view of the stream into the client's and
+// the server's.
+type mpaTracer struct {
+	c      *TCPConn
+	server bool
+}
+
+func (t mpaTracer) Octets(fromLocal bool, b []byte) { t.c.Trace(fromLocal != t.server, b) }
+func (t mpaTracer) Close()                          { t.c.Close() }
+
 func addrPort(a net.Addr) netip.AddrPort {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		ap := ta.AddrPort()
@@ -196,8 +221,7 @@ func (t *TCPConn) Bind(client, server net.Addr) {
 
 // Trace records octets sent by the client (fromClient) or the server:
 // each MPA startup frame and FPDU, once whole, goes into a segment of its
-// own. For a dialing client it is mpa.Config.Trace (fromLocal is
-// fromClient).
+// own.
 func (t *TCPConn) Trace(fromClient bool, b []byte) {
 	r := t.r
 	r.mu.Lock()

@@ -8,9 +8,8 @@ import (
 
 // Relay accepts TCP connections on ln and joins each to a new connection
 // to target, so that what crosses can be recorded where the library
-// cannot be asked to (an MPA Responder's connections, whose Trace the
-// listener does not offer per connection, or a peer's). For each joined
-// pair, accepted is told the client's connection and the relay's own to
+// cannot be asked to: between two peers of other implementations. For
+// each joined pair, accepted is told the client's connection and the relay's own to
 // target, and returns where the octets go (fromClient is true for what
 // the client sent; it is called on one goroutine per direction, in
 // order) and what to call once both directions have ended (may be nil).

@@ -59,7 +59,7 @@ func TestAtomicSiw(t *testing.T) {
 			}
 			a := newPeer(t, rdmap.QPConfig{})
 			rec := &traceRecorder{}
-			c, err := Dial(ctx, "tcp4", addr, a.QP, &Config{ClientServer: true, FirstFPDUDelay: 100 * time.Millisecond, Trace: rec.trace})
+			c, err := Dial(ctx, "tcp4", addr, a.QP, &Config{ClientServer: true, FirstFPDUDelay: 100 * time.Millisecond, Trace: rec.tracer})
 			if err != nil {
 				t.Fatal(err)
 			}

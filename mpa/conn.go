@@ -86,11 +86,35 @@ type Config struct {
 	// this software stack it protects the stream as IPsec would,
 	// docs/security.md says how far.
 	TLS *tls.Config
-	// Trace, if set, receives a copy of every octet of the MPA stream in
-	// each direction (after TLS decryption), from the first octet of the
-	// startup frames on: for recording the session as a capture.
-	Trace func(fromLocal bool, b []byte)
+	// Trace, if set, is called for each connection once its TCP (and
+	// TLS) connection is up, before the first octet of the MPA startup,
+	// with the connection's addresses. The Tracer it returns (nil for
+	// none) receives a copy of every octet of that connection's MPA
+	// stream in each direction, after TLS decryption, and is told when
+	// the connection closes: for recording sessions as a capture, each
+	// connection apart, on a Listener as on Dial.
+	Trace func(local, remote net.Addr) Tracer
 }
+
+// A Tracer receives the MPA stream of one connection (Config.Trace).
+// Octets is called as octets are sent (fromLocal) and received, from the
+// goroutines that send and receive, so the two directions may overlap; b
+// is valid only during the call. Close is called once, when the
+// connection closes.
+type Tracer interface {
+	Octets(fromLocal bool, b []byte)
+	Close()
+}
+
+// TraceFunc is a Tracer of a function, for a connection whose end
+// needs no word: TraceFunc(f) traces one connection to f.
+type TraceFunc func(fromLocal bool, b []byte)
+
+// Octets calls f.
+func (f TraceFunc) Octets(fromLocal bool, b []byte) { f(fromLocal, b) }
+
+// Close does nothing.
+func (TraceFunc) Close() {}
 
 func (c *Config) revision() int {
 	if c.Revision == 1 {
@@ -455,29 +479,56 @@ func deadline(ctx context.Context, nc net.Conn, d time.Duration) func() {
 	}
 }
 
-// tracedConn copies what crosses the connection to Config.Trace.
+// traced wraps nc in a tracedConn when cfg traces connections.
+func traced(cfg *Config, nc net.Conn) net.Conn {
+	if cfg.Trace == nil {
+		return nc
+	}
+	t := cfg.Trace(nc.LocalAddr(), nc.RemoteAddr())
+	if t == nil {
+		return nc
+	}
+	return &tracedConn{Conn: nc, t: t}
+}
+
+// endTrace ends nc's trace when its startup failed: the caller closes
+// the connection beneath it.
+func endTrace(nc net.Conn, err error) {
+	if t, ok := nc.(*tracedConn); ok && err != nil {
+		t.once.Do(t.t.Close)
+	}
+}
+
+// tracedConn copies what crosses the connection to its Tracer.
 type tracedConn struct {
 	net.Conn
-	trace func(bool, []byte)
+	t    Tracer
+	once sync.Once
 }
 
-func (t tracedConn) Read(b []byte) (int, error) {
+func (t *tracedConn) Read(b []byte) (int, error) {
 	n, err := t.Conn.Read(b)
 	if n > 0 {
-		t.trace(false, b[:n])
+		t.t.Octets(false, b[:n])
 	}
 	return n, err
 }
 
-func (t tracedConn) Write(b []byte) (int, error) {
+func (t *tracedConn) Write(b []byte) (int, error) {
 	n, err := t.Conn.Write(b)
 	if n > 0 {
-		t.trace(true, b[:n])
+		t.t.Octets(true, b[:n])
 	}
 	return n, err
 }
 
-func (t tracedConn) CloseWrite() error {
+func (t *tracedConn) Close() error {
+	err := t.Conn.Close()
+	t.once.Do(t.t.Close)
+	return err
+}
+
+func (t *tracedConn) CloseWrite() error {
 	if cw, ok := t.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
@@ -498,7 +549,7 @@ func maxSend(nc net.Conn, markers bool) int {
 // tcpConn returns the TCP connection whose EMSS bounds nc's FPDUs: nc
 // itself, or what a tracedConn wraps; nil over TLS.
 func tcpConn(nc net.Conn) *net.TCPConn {
-	if t, ok := nc.(tracedConn); ok {
+	if t, ok := nc.(*tracedConn); ok {
 		nc = t.Conn
 	}
 	tc, _ := nc.(*net.TCPConn)

@@ -55,7 +55,7 @@ func Client(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Co
 	return initiate(ctx, nc, ep, cfg)
 }
 
-func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*Conn, error) {
+func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (_ *Conn, err error) {
 	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()
 	if cfg.TLS != nil {
@@ -65,9 +65,8 @@ func initiate(ctx context.Context, nc net.Conn, ep ddp.Endpoint, cfg *Config) (*
 		}
 		nc = tc
 	}
-	if cfg.Trace != nil {
-		nc = tracedConn{nc, cfg.Trace}
-	}
+	nc = traced(cfg, nc)
+	defer func() { endTrace(nc, err) }()
 	req := Frame{Markers: cfg.Markers, CRC: !cfg.NoCRC, Rev: uint8(cfg.revision()), PrivateData: cfg.PrivateData}
 	ird, ord := ep.ReadLimits()
 	offer := ddp.Offer(ird, ord, cfg.rtrs())

@@ -27,10 +27,10 @@ func TestMULPDUFollowsEMSS(t *testing.T) {
 	// Room for the 128 Writes beside what the startup may still hold
 	// (the RTR indication).
 	a, b := newPeer(t, rdmap.QPConfig{SendDepth: 256}), newPeer(t, rdmap.QPConfig{})
-	ac, bc := connectPair(t, Config{}, Config{Trace: rec.trace}, a, b)
+	ac, bc := connectPair(t, Config{}, Config{Trace: rec.tracer}, a, b)
 	defer bc.Close()
 	defer ac.Close()
-	tc := ac.nc.(tracedConn).Conn.(*net.TCPConn)
+	tc := ac.nc.(*tracedConn).Conn.(*net.TCPConn)
 	emss0, err := EMSS(tc)
 	if err != nil {
 		t.Fatal(err)

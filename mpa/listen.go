@@ -372,7 +372,7 @@ func (l *Listener) refused(a net.Addr, why error) {
 	}
 }
 
-func (l *Listener) startup(s *startup) (*Request, error) {
+func (l *Listener) startup(s *startup) (_ *Request, err error) {
 	nc := s.nc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -392,9 +392,8 @@ func (l *Listener) startup(s *startup) (*Request, error) {
 		}
 		nc = tc
 	}
-	if l.cfg.Trace != nil {
-		nc = tracedConn{nc, l.cfg.Trace}
-	}
+	nc = traced(&l.cfg, nc)
+	defer func() { endTrace(nc, err) }()
 	req, err := ReadFrame(nc)
 	if err != nil {
 		return nil, err
@@ -426,7 +425,7 @@ func newRequest(cfg *Config, nc net.Conn, req Frame, deadline time.Time) *Reques
 // reads and validates the MPA Request Frame within the handshake timeout
 // and returns it for the caller to Accept or Reject, as Listener.Accept
 // does. On an error the caller closes nc.
-func Server(ctx context.Context, nc net.Conn, cfg *Config) (*Request, error) {
+func Server(ctx context.Context, nc net.Conn, cfg *Config) (_ *Request, err error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
@@ -434,9 +433,8 @@ func Server(ctx context.Context, nc net.Conn, cfg *Config) (*Request, error) {
 	defer cancel()
 	done := deadline(ctx, nc, cfg.handshakeTimeout())
 	defer done()
-	if cfg.Trace != nil {
-		nc = tracedConn{nc, cfg.Trace}
-	}
+	nc = traced(cfg, nc)
+	defer func() { endTrace(nc, err) }()
 	req, err := ReadFrame(nc)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,9 @@ type traceUnit struct {
 	b          []byte
 }
 
+// tracer is Config.Trace of the one connection recorded.
+func (r *traceRecorder) tracer(_, _ net.Addr) Tracer { return TraceFunc(r.trace) }
+
 func (r *traceRecorder) trace(fromClient bool, b []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,7 +175,7 @@ func TestTsharkAtomics(t *testing.T) {
 		acc <- err
 	}()
 	rec := &traceRecorder{}
-	ac, err := Dial(tctx(t), "tcp4", l.Addr().String(), a.QP, &Config{Trace: rec.trace})
+	ac, err := Dial(tctx(t), "tcp4", l.Addr().String(), a.QP, &Config{Trace: rec.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

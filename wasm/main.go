@@ -39,6 +39,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"syscall/js"
 	"time"
 
@@ -289,7 +290,7 @@ func connectMPA(a []js.Value) any {
 			}
 			s.ws = ws
 			tap := peer.NewTap(true, s.p.Add)
-			conn, err := mpa.Client(cctx, ws, peer.CapMULPDU(s.p.QP, mulpdu), &mpa.Config{Markers: markers, Trace: tap.Observe})
+			conn, err := mpa.Client(cctx, ws, peer.CapMULPDU(s.p.QP, mulpdu), &mpa.Config{Markers: markers, Trace: func(_, _ net.Addr) mpa.Tracer { return mpa.TraceFunc(tap.Observe) }})
 			if err != nil {
 				return err
 			}

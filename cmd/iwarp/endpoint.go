@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/iwarpgo/iwarp"
-	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -31,22 +28,17 @@ type endpoint struct {
 
 func (e endpoint) String() string { return e.scheme + "://" + e.addr }
 
-// parseEndpoint parses an endpoint URL. Its errors are usage errors.
+// parseEndpoint parses an endpoint URL (iwarp.ParseURL). Its errors are
+// usage errors.
 func parseEndpoint(s string) (endpoint, error) {
 	if s == "" {
 		return endpoint{}, usagef("missing endpoint URL (tcp://host:port or sctp://host:port)")
 	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return endpoint{}, usagef("bad endpoint %q: want tcp://host:port or sctp://host:port", s)
+	scheme, addr, err := iwarp.ParseURL(s)
+	if err != nil {
+		return endpoint{}, usagef("%s", strings.TrimPrefix(err.Error(), "iwarp: "))
 	}
-	if u.Scheme != "tcp" && u.Scheme != "sctp" {
-		return endpoint{}, usagef("bad endpoint %q: scheme must be tcp (MPA over TCP) or sctp (DDP over SCTP over DTLS)", s)
-	}
-	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return endpoint{}, usagef("bad endpoint %q: missing port", s)
-	}
-	return endpoint{scheme: u.Scheme, addr: u.Host}, nil
+	return endpoint{scheme: scheme, addr: addr}, nil
 }
 
 // linkFlags are the transport options shared by serve and perf.
@@ -170,9 +162,6 @@ type conn struct {
 	info connInfo
 	qp   *rdmap.QueuePair
 	c    *iwarp.Conn // nil for a connection a test made with mpa.Client
-	// after runs once the connection is closed: it ends the recording of
-	// a TCP connection.
-	after func()
 	// ended is closed when the stream has stopped, at endedAt (nil for
 	// a connection a test made).
 	ended   chan struct{}
@@ -195,9 +184,6 @@ func (c *conn) close(ctx context.Context) {
 		c.c.Shutdown(ctx)
 	} else {
 		c.qp.Close(ctx)
-	}
-	if c.after != nil {
-		c.after()
 	}
 }
 
@@ -344,10 +330,9 @@ func (f *linkFlags) warnInsecure(stderr io.Writer) bool {
 
 // pending is a connection request waiting for its queue pair.
 type pending struct {
-	peer  string
-	req   *iwarp.Request
-	l     *listener
-	local net.Addr // the relay's address, with --pcap over tcp://
+	peer string
+	req  *iwarp.Request
+	l    *listener
 }
 
 // accept starts qp on the connection, answering with the listener's
@@ -364,9 +349,6 @@ func (p *pending) acceptWith(ctx context.Context, qp *rdmap.QueuePair, privateDa
 	}
 	info := infoOf(c, p.l.authenticated)
 	info.Peer = p.peer
-	if p.local != nil {
-		info.Local = p.local.String()
-	}
 	out := &conn{info: info, qp: qp, c: c}
 	out.watchEnd()
 	return out, nil
@@ -375,7 +357,7 @@ func (p *pending) acceptWith(ctx context.Context, qp *rdmap.QueuePair, privateDa
 func (p *pending) reject() { p.req.Reject(nil) }
 
 // listener accepts connections of either transport (package iwarp's
-// Listener), with --pcap through a recording relay for tcp://.
+// Listener).
 type listener struct {
 	l             *iwarp.Listener
 	addr          net.Addr
@@ -383,10 +365,6 @@ type listener struct {
 	sctpConfig    *sctpddp.Config // sctp://: the configuration it listens with
 	authenticated bool            // sctp://: clients are authenticated
 	privateData   []byte          // what Accept answers with
-	relay         net.Listener    // tcp:// with --pcap
-	peers         sync.Map        // the relay's address at the listener -> the real peer and local addresses
-	stop          context.CancelFunc
-	wg            sync.WaitGroup
 }
 
 func (l *listener) Addr() net.Addr { return l.addr }
@@ -397,23 +375,11 @@ func (l *listener) Accept(ctx context.Context) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pending{peer: req.RemoteAddr().String(), req: req, l: l}
-	if ends, ok := l.peers.LoadAndDelete(p.peer); ok {
-		e := ends.([2]net.Addr)
-		p.peer, p.local = e[0].String(), e[1]
-	}
-	return p, nil
+	return &pending{peer: req.RemoteAddr().String(), req: req, l: l}, nil
 }
 
 // Close stops listening; established connections stay open.
-func (l *listener) Close() {
-	l.l.Close()
-	if l.relay != nil {
-		l.stop()
-		l.relay.Close()
-		l.wg.Wait()
-	}
-}
+func (l *listener) Close() { l.l.Close() }
 
 // listenRecorded listens on ep and, with --pcap, records what crosses
 // every connection. Warnings (unauthenticated peers) go to stderr.
@@ -434,31 +400,18 @@ func listenRecorded(ctx context.Context, ep endpoint, f *linkFlags, stderr io.Wr
 	return l, rec, nil
 }
 
-// listen listens on ep. With a recorder, each TCP connection goes through
-// a loopback relay that records its octets (mpa's listener traces all its
-// connections through one function, which cannot tell them apart).
+// listen listens on ep, recording its connections with a recorder.
 func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stderr io.Writer) (*listener, error) {
 	l := &listener{}
 	cfg := &iwarp.Config{}
-	url := ep.String()
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
 		if f.refused != nil {
-			// Through the --pcap relay the listener sees the relay's
-			// address, and may refuse before the relay has noted the
-			// real peer: refusals name the relay's address then.
 			cfg.MPA.Refused = f.refused
 		}
 		l.privateData = cfg.MPA.PrivateData
 		if rec != nil {
-			var err error
-			if l.relay, err = net.Listen("tcp", ep.addr); err != nil {
-				return nil, err
-			}
-			url = "tcp://127.0.0.1:0"
-			if ip := l.relay.Addr().(*net.TCPAddr).IP; ip.To4() == nil && !ip.IsUnspecified() {
-				url = "tcp://[::1]:0"
-			}
+			cfg.MPA.Trace = rec.c.MPATrace(true)
 		}
 	} else {
 		scfg, auth, fp, err := f.sctpConfig(ep.addr, true, rec)
@@ -476,56 +429,23 @@ func listen(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, stder
 			l.privateData = f.mpa.PrivateData
 		}
 	}
-	il, err := iwarp.Listen(ctx, url, cfg)
+	il, err := iwarp.Listen(ctx, ep.String(), cfg)
 	if err != nil {
-		if l.relay != nil {
-			l.relay.Close()
-		}
 		return nil, err
 	}
 	l.l, l.addr = il, il.Addr()
-	if l.relay != nil {
-		l.addr = l.relay.Addr()
-		var rctx context.Context
-		rctx, l.stop = context.WithCancel(context.Background())
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			runRelay(rctx, l.relay, il.Addr().String(), rec, &l.peers)
-		}()
-	}
 	return l, nil
-}
-
-// runRelay records what crosses the relay's connections to the listener
-// at inner, and remembers each one's real peer by the relay's address at
-// the listener until the connection ends (Accept takes it sooner; a
-// connection the listener refuses or that never comes to Accept must not
-// leave it behind).
-func runRelay(ctx context.Context, relay net.Listener, inner string, rec *recorder, peers *sync.Map) {
-	capture.Relay(ctx, relay, inner, func(c, d net.Conn) (func(bool, []byte), func()) {
-		key := d.LocalAddr().String()
-		peers.Store(key, [2]net.Addr{c.RemoteAddr(), c.LocalAddr()})
-		tr := rec.tcpConn()
-		tr.bind(c.RemoteAddr(), c.LocalAddr())
-		return tr.write, func() {
-			peers.Delete(key)
-			tr.close()
-		}
-	})
 }
 
 // dial connects qp to the listener at ep.
 func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdmap.QueuePair, stderr io.Writer) (*conn, error) {
 	cfg := &iwarp.Config{ConnectTimeout: 15 * time.Second}
-	var tr *tcpRecording
 	auth := true
 	if ep.scheme == "tcp" {
 		cfg.MPA = f.mpaConfig()
 		cfg.PrivateData = cfg.MPA.PrivateData
 		if rec != nil {
-			tr = rec.tcpConn()
-			cfg.MPA.Trace = tr.write
+			cfg.MPA.Trace = rec.c.MPATrace(false)
 		}
 	} else {
 		scfg, ok, _, err := f.sctpConfig(ep.addr, false, rec)
@@ -542,17 +462,10 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 	}
 	c, err := iwarp.Dial(ctx, ep.String(), qp, cfg)
 	if err != nil {
-		if tr != nil {
-			tr.discard()
-		}
 		return nil, describeDialErr(ep, f, err)
 	}
 	out := &conn{info: infoOf(c, auth), qp: qp, c: c}
 	out.watchEnd()
-	if tr != nil {
-		tr.bind(c.LocalAddr(), c.RemoteAddr())
-		out.after = tr.close
-	}
 	return out, nil
 }
 

@@ -42,21 +42,3 @@ func (r *recorder) Close() error {
 func (r *recorder) sctpTrace(peer net.Addr, outbound bool, packet []byte) {
 	r.c.SCTPTrace(peer, outbound, packet)
 }
-
-// tcpRecording is one recorded TCP connection.
-type tcpRecording struct{ c *capture.TCPConn }
-
-func (r *recorder) tcpConn() *tcpRecording { return &tcpRecording{r.c.TCPConn()} }
-
-// bind starts the connection in the capture with what was traced so far.
-func (t *tcpRecording) bind(client, server net.Addr) { t.c.Bind(client, server) }
-
-// write records octets sent by the client (fromClient) or the server:
-// mpa.Config.Trace for a dialing client.
-func (t *tcpRecording) write(fromClient bool, b []byte) { t.c.Trace(fromClient, b) }
-
-// close writes the connection's FINs.
-func (t *tcpRecording) close() { t.c.Close() }
-
-// discard forgets a connection that never started.
-func (t *tcpRecording) discard() { t.c.Discard() }

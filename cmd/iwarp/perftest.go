@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -137,7 +136,7 @@ func runPerftest(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print each session's result as one JSON object")
 	fs.BoolVar(&o.noCRC, "no-crc", false, "ask for no MPA CRC32c (used only if both ends ask; siw's peers do)")
 	fs.BoolVar(&o.markers, "markers", false, "ask the peer for MPA Markers")
-	fs.StringVar(&o.pcap, "pcap", "", "record the sessions' connections as a pcap capture in `FILE` (a server records through a loopback relay, and then cannot tell other hosts' connections apart)")
+	fs.StringVar(&o.pcap, "pcap", "", "record the sessions' connections as a pcap capture in `FILE`")
 	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", perftest.DefaultFirstFPDUDelay, "client: pause after each MPA Reply before the first FPDU (Linux siw's accept race; 0: none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -275,9 +274,12 @@ func perftestConnect(ctx context.Context, addr string, o *perftestOptions, stdou
 		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
 			return err
 		}
-		traces := &connTraces{rec: rec, m: map[int]*tcpRecording{}}
-		cfg.Trace, cfg.OnConnect = traces.trace, traces.connected
-		defer traces.close()
+		m := mpa.Config{}
+		if cfg.MPA != nil {
+			m = *cfg.MPA
+		}
+		m.Trace = rec.c.MPATrace(false)
+		cfg.MPA = &m
 	}
 	res, err := perftest.Dial(ctx, addr, cfg)
 	if cerr := rec.Close(); err == nil && cerr != nil {
@@ -291,48 +293,23 @@ func perftestConnect(ctx context.Context, addr string, o *perftestOptions, stdou
 
 // perftestServe serves sessions until ctx ends (one with --once).
 func perftestServe(ctx context.Context, addr string, o *perftestOptions, stdout, stderr io.Writer) error {
+	cfg := &mpa.Config{NoCRC: o.noCRC, Markers: o.markers}
 	var rec *recorder
-	inner := addr
-	var relay net.Listener
 	if o.pcap != "" {
-		// mpa's listener traces its connections through one function:
-		// each connection goes through a loopback relay that records it.
 		var err error
 		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
 			return err
 		}
-		if relay, err = net.Listen("tcp", addr); err != nil {
-			rec.Close()
-			return err
-		}
-		inner = "127.0.0.1:0"
+		cfg.Trace = rec.c.MPATrace(true)
 	}
-	l, err := mpa.Listen(ctx, "tcp", inner, &mpa.Config{NoCRC: o.noCRC, Markers: o.markers})
+	l, err := mpa.Listen(ctx, "tcp", addr, cfg)
 	if err != nil {
-		if relay != nil {
-			relay.Close()
-			rec.Close()
-		}
+		rec.Close()
 		return err
 	}
 	shown := l.Addr()
-	var wg sync.WaitGroup
-	rctx, cancel := context.WithCancel(ctx)
-	if relay != nil {
-		shown = relay.Addr()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runRelay(rctx, relay, l.Addr().String(), rec, &sync.Map{})
-		}()
-	}
 	defer func() {
-		cancel()
 		l.Close()
-		if relay != nil {
-			relay.Close()
-		}
-		wg.Wait()
 		rec.Close()
 	}()
 	if !o.json {
@@ -355,44 +332,6 @@ func perftestServe(ctx context.Context, addr string, o *perftestOptions, stdout,
 		if o.once {
 			return err
 		}
-	}
-}
-
-// connTraces records a client's connections: perftest.Config.Trace and
-// OnConnect.
-type connTraces struct {
-	rec *recorder
-	mu  sync.Mutex
-	m   map[int]*tcpRecording
-	all []*tcpRecording
-}
-
-func (c *connTraces) trace(conn int) func(bool, []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.m[conn]; old != nil {
-		old.discard() // a data connection tried again
-	}
-	tr := c.rec.tcpConn()
-	c.m[conn] = tr
-	c.all = append(c.all, tr)
-	return tr.write
-}
-
-func (c *connTraces) connected(conn int, mc *mpa.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if tr := c.m[conn]; tr != nil {
-		tr.bind(mc.LocalAddr(), mc.RemoteAddr())
-		c.m[conn] = nil
-	}
-}
-
-func (c *connTraces) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, tr := range c.all {
-		tr.close()
 	}
 }
 

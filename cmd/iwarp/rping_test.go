@@ -49,7 +49,7 @@ func TestRpingUsageErrors(t *testing.T) {
 		{"-c -a h -C -1", "invalid count -1"},
 		{"-c -a h -p 70000", "invalid port"},
 		{"-c -a h tcp://h:1", "give -a/-p or a URL, not both"},
-		{"-c ftp://h:1", "scheme must be tcp"},
+		{"-c ftp://h:1", "the scheme is tcp"},
 		{"-s --rev 1", "--rev is the client's"},
 		{"-s --rtr read", "--rtr is the client's"},
 		{"-c -a h -P", "-P is for the server"},

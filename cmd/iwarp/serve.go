@@ -66,8 +66,7 @@ A connection whose peer vanishes ends after the dead-peer time (sctp://:
 30 s of silence) and is reported as "peer_dead", with the time.
 
 --pcap FILE records every connection as a capture Wireshark opens: for
-tcp:// the real MPA byte streams (each connection then passes through a
-loopback relay that records it) in synthesized Ethernet/IPv4/TCP frames;
+tcp:// the real MPA byte streams in synthesized Ethernet/IPv4/TCP frames;
 for sctp:// the SCTP packets before DTLS encryption. "iwarp dump FILE"
 decodes both.
 

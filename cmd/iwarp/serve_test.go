@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -440,12 +441,10 @@ func TestServeReportsTransportRefusals(t *testing.T) {
 	s.stop()
 }
 
-// Through the --pcap relay, the listener remembers each connection's real
-// peer until Accept takes it; a connection that never comes to Accept
-// (refused by the transport's listener, or closed during its startup)
-// leaves nothing behind once it ends. (Before, each such connection left
-// its entry for the listener's life.)
-func TestRelayForgetsUnacceptedPeers(t *testing.T) {
+// With --pcap over tcp://, the listener sees each connection's real
+// peer: a refusal names it, and a connection refused or closed during
+// its startup ends its recording.
+func TestPcapListenerSeesRealPeers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -472,7 +471,7 @@ func TestRelayForgetsUnacceptedPeers(t *testing.T) {
 		t.Cleanup(func() { c.Close() }) // should the test end early
 		conns = append(conns, c)
 	}
-	// The listener refuses the last: all come from the relay's address.
+	// The listener refuses the last, naming the real peer.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -486,18 +485,55 @@ func TestRelayForgetsUnacceptedPeers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	mu.Lock()
+	if !strings.HasPrefix(refusedFrom[0], "127.0.0.3:") {
+		t.Errorf("refused %s, want the peer 127.0.0.3", refusedFrom[0])
+	}
+	mu.Unlock()
+	// The others end during their startup: each is in the capture, from
+	// its handshake to its FIN.
 	for _, c := range conns {
 		c.Close()
 	}
-	for {
-		n := 0
-		l.peers.Range(func(any, any) bool { n++; return true })
-		if n == 0 {
+	var syns, fins int
+	for time.Now().Before(deadline) {
+		syns, fins = tcpOpensAndCloses(t, f.pcap, "127.0.0.3")
+		if fins >= mpa.DefaultMaxPerPeer {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d peers still remembered after their connections ended", n)
-		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if syns != mpa.DefaultMaxPerPeer || fins != mpa.DefaultMaxPerPeer {
+		t.Errorf("the capture has %d connections from 127.0.0.3 opened and %d closed by it, want %d of each", syns, fins, mpa.DefaultMaxPerPeer)
+	}
+}
+
+// tcpOpensAndCloses counts the SYNs and FINs that from sent in the capture
+// at path.
+func tcpOpensAndCloses(t *testing.T, path, from string) (syns, fins int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := r.Next()
+		if err != nil {
+			return syns, fins
+		}
+		seg, err := pcapfile.DecodeTCP(p.LinkType, p.Data)
+		if err != nil || seg.Src.Addr().String() != from {
+			continue
+		}
+		if seg.Flags&0x02 != 0 && seg.Flags&0x10 == 0 {
+			syns++
+		}
+		if seg.Flags&0x01 != 0 {
+			fins++
+		}
 	}
 }

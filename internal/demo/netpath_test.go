@@ -284,7 +284,7 @@ func TestMPAOverWebSocket(t *testing.T) {
 	var fpdus []peer.Event
 	tap := peer.NewTap(true, func(e peer.Event) { mu.Lock(); fpdus = append(fpdus, e); mu.Unlock() })
 	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
-	conn, err := mpa.Client(ctx, nc, peer.CapMULPDU(p.QP, tk.MULPDU), &mpa.Config{Markers: true, Trace: tap.Observe})
+	conn, err := mpa.Client(ctx, nc, peer.CapMULPDU(p.QP, tk.MULPDU), &mpa.Config{Markers: true, Trace: func(_, _ net.Addr) mpa.Tracer { return mpa.TraceFunc(tap.Observe) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -215,7 +216,7 @@ func (p *Page) connectMPA(ctx context.Context, o PageOptions) error {
 		p.mu.Unlock()
 	})
 	nc := websocket.NetConn(context.Background(), mws, websocket.MessageBinary)
-	conn, err := mpa.Client(ctx, nc, peer.CapMULPDU(q.QP, tk.MULPDU), &mpa.Config{Markers: tk.Markers, Trace: tap.Observe})
+	conn, err := mpa.Client(ctx, nc, peer.CapMULPDU(q.QP, tk.MULPDU), &mpa.Config{Markers: tk.Markers, Trace: func(_, _ net.Addr) mpa.Tracer { return mpa.TraceFunc(tap.Observe) }})
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func TestTapSeesFPDUsAndMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := mpa.Client(ctx, nc, CapMULPDU(a.QP, MinMPAMULPDU), &mpa.Config{Markers: true, Trace: tap.Observe})
+	ca, err := mpa.Client(ctx, nc, CapMULPDU(a.QP, MinMPAMULPDU), &mpa.Config{Markers: true, Trace: func(_, _ net.Addr) mpa.Tracer { return mpa.TraceFunc(tap.Observe) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,9 @@ func (c *capture) writePcap(path string) error {
 				times = append(times, ch.t)
 				ends = append(ends, len(buf))
 			}
+			if len(buf) == 0 {
+				continue // a connection the peer closed before a word
+			}
 			pos := 0
 			for _, u := range units(buf) {
 				pos += len(u)

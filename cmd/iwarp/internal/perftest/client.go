@@ -67,9 +67,6 @@ func (s *session) mpaConfig(conn int) *mpa.Config {
 		// sleep at its first FPDU, inside the measured test.
 		m.FirstFPDUDelay = s.cfg.FirstFPDUDelay
 	}
-	if s.cfg.Trace != nil {
-		m.Trace = s.cfg.Trace(conn)
-	}
 	return &m
 }
 

@@ -161,13 +161,6 @@ type Config struct {
 	// apart: the server listens again only after the first exchanges).
 	// 0: 10.
 	DataRetries int
-	// Trace, if set, is called for each connection a client dials
-	// (conn 0 is the control connection, 1 the data connection) and
-	// returns the mpa.Config.Trace of that connection (or nil).
-	Trace func(conn int) func(fromLocal bool, b []byte)
-	// OnConnect, if set, is called with each connection once it is
-	// established, on both sides (conn 0 control, 1 data).
-	OnConnect func(conn int, c *mpa.Conn)
 
 	// Pattern makes this end fill the memory the peer reads or that its
 	// own Writes and Sends come from with a known pattern (octet at

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -118,8 +117,6 @@ func TestPerftestInterop(t *testing.T) {
 				t.Fatal(err)
 			}
 			cap := &capture{}
-			var mu sync.Mutex
-			conns := map[int]*capConn{}
 			ccfg := cfg
 			// Without CRCs, as siw's own peers run: siw's receiver
 			// mishandles an FPDU trailer (PAD and CRC) that arrives in two
@@ -127,19 +124,11 @@ func TestPerftestInterop(t *testing.T) {
 			// connections to the guest (TestPerftestSiwSplitTrailer); with CRCs on
 			// siw then reports a CRC error. The other direction runs with
 			// CRCs.
-			ccfg.MPA = &mpa.Config{NoCRC: true}
-			ccfg.Trace = func(conn int) func(bool, []byte) {
+			ccfg.MPA = &mpa.Config{NoCRC: true, Trace: func(local, remote net.Addr) mpa.Tracer {
 				cc := cap.conn()
-				mu.Lock()
-				conns[conn] = cc
-				mu.Unlock()
-				return cc.record
-			}
-			ccfg.OnConnect = func(conn int, c *mpa.Conn) {
-				mu.Lock()
-				defer mu.Unlock()
-				conns[conn].bind(c.LocalAddr(), c.RemoteAddr())
-			}
+				cc.bind(local, remote)
+				return mpa.TraceFunc(cc.record)
+			}}
 			res, err := Dial(ctx, fwd, ccfg)
 			sout, serr := srv.Wait(ctx)
 			defer keepOnFailure(t, cap, "go-client.pcap")

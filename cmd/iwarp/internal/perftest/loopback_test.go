@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -225,20 +225,11 @@ func TestPerftestLoopbackCapture(t *testing.T) {
 			}()
 			ccfg := cfg
 			ccfg.FirstFPDUDelay = -1
-			conns := map[int]*capConn{}
-			var mu sync.Mutex
-			ccfg.Trace = func(conn int) func(bool, []byte) {
+			ccfg.MPA = &mpa.Config{Trace: func(local, remote net.Addr) mpa.Tracer {
 				cc := cliCap.conn()
-				mu.Lock()
-				conns[conn] = cc
-				mu.Unlock()
-				return cc.record
-			}
-			ccfg.OnConnect = func(conn int, c *mpa.Conn) {
-				mu.Lock()
-				defer mu.Unlock()
-				conns[conn].bind(c.LocalAddr(), c.RemoteAddr())
-			}
+				cc.bind(local, remote)
+				return mpa.TraceFunc(cc.record)
+			}}
 			if _, err := Dial(ctx, addr, ccfg); err != nil {
 				t.Fatal(err)
 			}

@@ -366,9 +366,6 @@ func (s *session) connected(conn int, c *mpa.Conn) {
 		s.res.DataPeer = c.RemoteAddr().String()
 		s.res.DataIRD, s.res.DataORD = s.qp.ReadLimits()
 	}
-	if s.cfg.OnConnect != nil {
-		s.cfg.OnConnect(conn, c)
-	}
 }
 
 // finish records what the watcher saw.

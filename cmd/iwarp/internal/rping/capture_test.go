@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -44,9 +45,9 @@ type capUnit struct {
 
 // trace returns an mpa.Config.Trace for the end that is the client (the
 // initiator) or the server.
-func (c *capture) trace(client bool) func(fromLocal bool, b []byte) {
-	return func(fromLocal bool, b []byte) {
-		c.add(fromLocal == client, b)
+func (c *capture) trace(client bool) func(local, remote net.Addr) mpa.Tracer {
+	return func(_, _ net.Addr) mpa.Tracer {
+		return mpa.TraceFunc(func(fromLocal bool, b []byte) { c.add(fromLocal == client, b) })
 	}
 }
 
