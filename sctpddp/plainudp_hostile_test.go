@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"runtime"
@@ -391,5 +392,45 @@ func BenchmarkPlainUDPStateless(b *testing.B) {
 				pl.handle(nil, to, bc.pkt)
 			}
 		})
+	}
+}
+
+// TestPlainUDPAssociationLimit checks that a plain-UDP Listener applies
+// MaxAssociationsPerPeer when a COOKIE ECHO authenticates: the peer's
+// association beyond it is refused with an ABORT holding an Out of
+// Resource cause (RFC 9260 §3.3.10.4), and Refused hears why; and that a
+// closed Listener answers nothing.
+func TestPlainUDPAssociationLimit(t *testing.T) {
+	checkGoroutines(t)
+	srv, cli := plainConfigs()
+	srv.MaxAssociationsPerPeer = 1
+	refused := make(chan error, 4)
+	srv.Refused = func(_ net.Addr, why error) { refused <- why }
+	l, err := Listen(testCtx(t), "udp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connectTo(t, l, cli)
+	_, err = Dial(testCtx(t), "udp", l.Addr().String(), cli)
+	var ab *sctp.AbortError
+	if !errors.As(err, &ab) || !ab.Remote || ab.Cause != chunk.CauseOutOfResource {
+		t.Fatalf("second Dial: %v, want the peer's ABORT with Out of Resource", err)
+	}
+	if why := <-refused; !errors.Is(why, ErrTooManyAssociations) {
+		t.Errorf("Refused heard %v", why)
+	}
+	if got := l.mux.created.Load(); got != 1 {
+		t.Errorf("the Listener created %d conns", got)
+	}
+	_ = l.Close()
+	p, err := net.DialUDP("udp", nil, l.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rp := &rawPeer{t, p}
+	rp.send(sctpPacket(0, initChunk(0x42)))
+	if r := rp.reply(150 * time.Millisecond); r != nil {
+		t.Errorf("a closed Listener answered an INIT: % x", r)
 	}
 }

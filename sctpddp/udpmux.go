@@ -206,8 +206,13 @@ func (m *udpMux) deliver(raddr netip.AddrPort, d []byte) {
 	m.mu.Lock()
 	c := m.conns[raddr]
 	if c == nil && m.unknown != nil {
+		// A closed Listener answers nothing: it has no association to
+		// offer.
+		accepting := m.accepting
 		m.mu.Unlock()
-		m.unknown(m, raddr, d)
+		if accepting {
+			m.unknown(m, raddr, d)
+		}
 		return
 	}
 	if c == nil {
