@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"io"
 	"net"
 	"os"
@@ -17,7 +19,6 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/demo"
-	"github.com/iwarpgo/iwarp/internal/netpeer"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
@@ -256,7 +257,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 	}
 
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
-	lim := newConnLimits(o)
+	adm := admission.New(admission.Limits{MaxConns: o.maxConns, MaxConnsPerPeer: o.maxConnsPerPeer, MemBudget: o.memBudget})
 	var wg sync.WaitGroup
 	n := 0
 	for {
@@ -264,17 +265,16 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		if err != nil {
 			break
 		}
-		release, why := lim.take(p.peer)
-		if why != "" {
+		if err := adm.Take(p.peer, o.connBytes()); err != nil {
 			p.reject()
-			refused.report(p.peer, why)
+			refused.report(p.peer, serveRefusal(err))
 			continue
 		}
 		n++
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			defer release()
+			defer adm.Release(p.peer, o.connBytes())
 			if err := serveConn(ctx, dev, p, id, o, log); err != nil {
 				fmt.Fprintf(stderr, "iwarp serve: connection %d from %s: %v\n", id, p.peer, err)
 			}
@@ -479,47 +479,14 @@ func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *se
 	return nil
 }
 
-// connLimits bounds serve's connections: in all, per peer (an IPv4
-// address or an IPv6 /64), and by the octets they register.
-type connLimits struct {
-	o     *serveOptions
-	mu    sync.Mutex
-	conns int
-	bytes int64
-	peers map[string]int
-}
-
-func newConnLimits(o *serveOptions) *connLimits {
-	return &connLimits{o: o, peers: make(map[string]int)}
-}
-
-// take makes room for a connection from peer (host:port), or says why
-// there is none; release gives the room back.
-func (l *connLimits) take(peer string) (release func(), why string) {
-	host := netpeer.OfHostPort(peer)
-	need := l.o.connBytes()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.conns >= l.o.maxConns:
-		return nil, fmt.Sprintf("%d connections already (--max-conns)", l.conns)
-	case l.peers[host] >= l.o.maxConnsPerPeer:
-		return nil, fmt.Sprintf("%d connections from %s already (--max-conns-per-peer)", l.peers[host], host)
-	case l.bytes+need > l.o.memBudget:
-		return nil, fmt.Sprintf("%d of %d octets in use (--mem-budget)", l.bytes, l.o.memBudget)
+// serveRefusal says which of serve's flags an admission refusal met.
+func serveRefusal(err error) string {
+	flag := map[admission.Limit]string{admission.Conns: "--max-conns", admission.PeerConns: "--max-conns-per-peer", admission.Memory: "--mem-budget"}
+	var r *admission.Refusal
+	if errors.As(err, &r) {
+		return fmt.Sprintf("%v (%s)", r, flag[r.Limit])
 	}
-	l.conns++
-	l.peers[host]++
-	l.bytes += need
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.conns--
-		l.bytes -= need
-		if l.peers[host]--; l.peers[host] == 0 {
-			delete(l.peers, host)
-		}
-	}, ""
+	return err.Error()
 }
 
 func logTerminate(log *eventLog, id int, e *term.Error) {

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"io"
 	"net"
 	"os"
@@ -393,23 +394,30 @@ func TestServeSilentPeer(t *testing.T) {
 	s.stop()
 }
 
-// serve's --max-conns-per-peer counts an IPv4 address, or an IPv6 /64,
-// as one peer: one IPv6 host cannot take a connection per address.
-func TestServePeerIsIPv6Prefix(t *testing.T) {
-	l := newConnLimits(&serveOptions{maxConns: 10, maxConnsPerPeer: 1, memBudget: 1 << 30, mrSize: 1})
-	release, why := l.take("[2001:db8:1:2::1]:4000")
-	if release == nil {
-		t.Fatalf("the first connection: %s", why)
+// A refusal by serve's limits (package admission, which counts an IPv6
+// /64 as one peer) names the flag that sets the limit.
+func TestServeRefusalNamesFlag(t *testing.T) {
+	a := admission.New(admission.Limits{MaxConns: 2, MaxConnsPerPeer: 1, MemBudget: 100})
+	if err := a.Take("[2001:db8:1:2::1]:4000", 10); err != nil {
+		t.Fatal(err)
 	}
-	if r, why := l.take("[2001:db8:1:2:ffff::9]:4001"); r != nil || !strings.Contains(why, "--max-conns-per-peer") {
-		t.Fatalf("a second address of the same /64 was admitted (%q)", why)
+	for _, tc := range []struct {
+		peer   string
+		octets int64
+		want   string
+	}{
+		{"[2001:db8:1:2:ffff::9]:4001", 10, "1 connections from 2001:db8:1:2::/64 already (--max-conns-per-peer)"},
+		{"192.0.2.1:4002", 100, "100 octets asked, 10 of 100 in use (--mem-budget)"},
+	} {
+		if got := serveRefusal(a.Take(tc.peer, tc.octets)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.peer, got, tc.want)
+		}
 	}
-	if r, why := l.take("[2001:db8:1:3::1]:4002"); r == nil {
-		t.Fatalf("another /64 was refused: %s", why)
+	if err := a.Take("192.0.2.1:4002", 10); err != nil {
+		t.Fatal(err)
 	}
-	release()
-	if r, why := l.take("[2001:db8:1:2::7]:4003"); r == nil {
-		t.Fatalf("after its connection was released, the /64 was refused: %s", why)
+	if got, want := serveRefusal(a.Take("192.0.2.3:4003", 0)), "2 connections already (--max-conns)"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
 

@@ -1,11 +1,11 @@
 package perf
 
 import (
+	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/netpeer"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 )
 
 // Limits bound what clients can make a Server hold. The server sizes
@@ -141,74 +141,22 @@ func octets(n uint64) string {
 	return fmt.Sprintf("%d octets", n)
 }
 
-// admission counts a server's connections, in all and per IP address, and
-// the octets they hold.
-type admission struct {
-	lim   Limits
-	mu    sync.Mutex // guards the fields below
-	conns int
-	peers map[string]int
-	bytes int64
-}
-
-func newAdmission(lim Limits) *admission {
-	return &admission{lim: lim, peers: make(map[string]int)}
-}
-
-// take admits a connection from peer, counting overhead octets for it, or
-// says why not.
-func (a *admission) take(peer string, overhead int64) *RefusedError {
-	h := netpeer.OfHostPort(peer)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case a.conns >= a.lim.MaxConns:
-		return &RefusedError{Code: RefusedConns, Asked: 1, Limit: uint64(a.lim.MaxConns)}
-	case a.peers[h] >= a.lim.MaxConnsPerPeer:
-		return &RefusedError{Code: RefusedPeerConns, Asked: 1, Limit: uint64(a.lim.MaxConnsPerPeer)}
-	case a.bytes+overhead > a.lim.MemBudget:
-		return &RefusedError{Code: RefusedServerBudget, Asked: uint64(overhead), Limit: uint64(max(0, a.lim.MemBudget-a.bytes))}
+// refusedBy is the RefusedError a client is told of an admission refusal.
+func refusedBy(err error) *RefusedError {
+	var r *admission.Refusal
+	if !errors.As(err, &r) {
+		return nil
 	}
-	a.conns++
-	a.peers[h]++
-	a.bytes += overhead
-	return nil
-}
-
-// release gives back what take counted.
-func (a *admission) release(peer string, overhead int64) {
-	h := netpeer.OfHostPort(peer)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.conns--
-	a.bytes -= overhead
-	if a.peers[h]--; a.peers[h] <= 0 {
-		delete(a.peers, h)
+	switch r.Limit {
+	case admission.Conns:
+		return &RefusedError{Code: RefusedConns, Asked: 1, Limit: uint64(r.Max)}
+	case admission.PeerConns:
+		return &RefusedError{Code: RefusedPeerConns, Asked: 1, Limit: uint64(r.Max)}
 	}
+	return &RefusedError{Code: RefusedServerBudget, Asked: uint64(r.Asked), Limit: uint64(r.Free())}
 }
 
-// grow counts n more octets for a connection already admitted, if the
-// budget has them.
-func (a *admission) grow(n int64) *RefusedError {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.bytes+n > a.lim.MemBudget {
-		return &RefusedError{Code: RefusedServerBudget, Asked: uint64(n), Limit: uint64(max(0, a.lim.MemBudget-a.bytes))}
-	}
-	a.bytes += n
-	return nil
-}
-
-// shrink gives back n octets that grow counted.
-func (a *admission) shrink(n int64) {
-	a.mu.Lock()
-	a.bytes -= n
-	a.mu.Unlock()
-}
-
-// usage returns the connections admitted and the octets counted.
-func (a *admission) usage() (int, int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.conns, a.bytes
+// newAdmission is the admission of a Server with lim.
+func newAdmission(lim Limits) *admission.Admission {
+	return admission.New(admission.Limits{MaxConns: lim.MaxConns, MaxConnsPerPeer: lim.MaxConnsPerPeer, MemBudget: lim.MemBudget})
 }

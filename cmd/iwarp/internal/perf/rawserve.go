@@ -53,14 +53,14 @@ func (s *Server) ServeRawTCP(ctx context.Context, ln net.Listener) error {
 		}
 		pause = 0
 		peer := nc.RemoteAddr().String()
-		if s.rawAdm.take(peer, 0) != nil {
+		if s.rawAdm.Take(peer, 0) != nil {
 			nc.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.rawAdm.release(peer, 0)
+			defer s.rawAdm.Release(peer, 0)
 			closeOnce := sync.OnceFunc(func() { nc.Close() })
 			defer closeOnce()
 			end := context.AfterFunc(ctx, closeOnce)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,8 @@ const ReadDepth = 256
 type Server struct {
 	lim    Limits
 	dev    *rdmap.Device
-	adm    *admission // perf connections and the octets they hold
-	rawAdm *admission // raw connections (their buffers are their perf connection's)
+	adm    *admission.Admission // perf connections and the octets they hold
+	rawAdm *admission.Admission // raw connections (their buffers are their perf connection's)
 
 	rawPort atomic.Uint32
 
@@ -52,7 +53,7 @@ func (s *Server) SetRawPort(port uint16) { s.rawPort.Store(uint32(port)) }
 
 // Usage returns the perf connections served and the octets counted
 // against the memory budget.
-func (s *Server) Usage() (conns int, octets int64) { return s.adm.usage() }
+func (s *Server) Usage() (conns int, octets int64) { return s.adm.Usage() }
 
 // ServerConn is the server's side of one perf connection: a protection
 // domain of its own, limited to what its hello was granted, and a queue
@@ -75,7 +76,7 @@ type ServerConn struct {
 
 	// What the hello was granted.
 	hello   Ctl
-	granted int64 // octets counted by admission.grow
+	granted int64 // octets counted by admission Grow
 	data    *rdmap.MemoryRegion
 	echo    *rdmap.MemoryRegion
 	bufs    *recvBuffers
@@ -99,7 +100,7 @@ type ServerConn struct {
 // returns the *RefusedError, and the caller rejects the connection.
 func (s *Server) Admit(peer string) (*ServerConn, error) {
 	c := &ServerConn{s: s, peer: peer, rawTurn: make(chan struct{}, 1)}
-	if r := s.adm.take(peer, ConnOverhead); r != nil {
+	if r := refusedBy(s.adm.Take(peer, ConnOverhead)); r != nil {
 		s.mu.Lock()
 		if s.refusing >= s.lim.MaxConns {
 			s.mu.Unlock()
@@ -214,10 +215,10 @@ func (c *ServerConn) release() {
 	}
 	c.rawSrc, c.rawBuf = nil, nil
 	if c.granted > 0 {
-		s.adm.shrink(c.granted)
+		s.adm.Shrink(c.granted)
 	}
 	if !c.refusing {
-		s.adm.release(c.peer, ConnOverhead)
+		s.adm.Release(c.peer, ConnOverhead)
 	}
 }
 
@@ -419,7 +420,7 @@ func (c *ServerConn) grant(m Ctl) *RefusedError {
 	if n > c.s.lim.ConnBudget {
 		return &RefusedError{Code: RefusedConnBudget, Asked: uint64(n), Limit: uint64(c.s.lim.ConnBudget)}
 	}
-	if r := c.s.adm.grow(n); r != nil {
+	if r := refusedBy(c.s.adm.Grow(n)); r != nil {
 		return r
 	}
 	c.granted = n
