@@ -19,40 +19,6 @@ func init() {
 	})
 }
 
-const dumpUsage = `usage: iwarp dump [--json] FILE
-
-Decodes a pcap or pcapng capture of iWARP traffic and prints one line per
-MPA startup frame and FPDU (tcp) or per DDP Segment and session control
-message (sctp), with the DDP and RDMAP fields and a note in plain words.
-
-TCP: each connection's byte streams are reassembled, the MPA Request and
-Reply Frames found (so the capture must hold the connection's start),
-Markers stripped and CRCs checked as negotiated. SCTP (in IP, or in UDP
-as RFC 6951 encapsulates it): DATA chunks with PPID 16 (DDP Segment) and
-17 (DDP Stream Session Control), unencrypted: as
-Wireshark exports them after DTLS decryption, or as "iwarp serve --pcap"
-and "iwarp perf --pcap" record them, or in the Wireshark Upper PDU
-records that Wireshark's "Export PDUs to File" writes.
-
-Examples:
-	iwarp dump session.pcap
-	iwarp dump --json session.pcapng | jq .note
-
-With --json each line is one JSON object:
-	{"n":3,"time":"2026-01-02T15:04:05.000001Z","conn":1,"transport":"tcp",
-	 "src":"10.0.0.1:40000","dst":"10.0.0.2:4791","kind":"fpdu",
-	 "len":34,"crc":"good"|"bad"|"off",
-	 "ddp":{"tagged":false,"last":true,"stag":0,"to":0,"qn":0,"msn":1,"mo":0},
-	 "opcode":3,"op":"Send","payload_len":16,
-	 "read_request":{...},"terminate":{...},"invalidate_stag":0,
-	 "note":"..."}
-kind is "mpa_request", "mpa_reply", "fpdu" (tcp), "segment" or
-"session_control" (sctp, with "sctp_stream", "ddp_ssn" and "function"),
-or "error" for what could not be decoded (the note says why).
-
-Flags:
-`
-
 func runDump(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	fs.SetOutput(stderr)

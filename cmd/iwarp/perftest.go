@@ -20,64 +20,6 @@ import (
 	"github.com/iwarpgo/iwarp/mpa"
 )
 
-const perftestUsage = `usage: iwarp perf --perftest --listen tcp://[HOST][:PORT] --test TEST [flags]
-       iwarp perf --perftest --connect tcp://HOST[:PORT] --test TEST [flags]
-
-Speaks perftest's rdma_cm protocol (ib_write_bw -R and so on, perftest 4.5
-as Debian 12 ships it, version string 6.06), so that perftest's programs
-over Linux siw, or iWARP hardware, measure against this program and this
-program against them:
-
-	ib_write_bw -R -n 1000 -s 4096 HOST  ->  iwarp perf --perftest --listen tcp:// --test write_bw -n 1000 -s 4096
-	iwarp perf --perftest --connect tcp://HOST --test write_bw  ->  ib_write_bw -R
-
-TEST is write_bw, read_bw, send_bw, write_lat, read_lat or send_lat (or
---op write|read|send with --lat). Like perftest's, the two ends exchange
-none of the test's parameters: give both the same test, size,
-iterations and depths. The port defaults to perftest's, 18515; both the
-control connection and the data connection go to it.
-
-The protocol, as perftest's source and captures of it show: a control
-connection, then a data connection, both MPA (revision 2, RFC 6581
-enhanced, client-server) with IRD/ORD 0/0, or the outstanding reads (-o,
-128 on siw) on the read tests' data connection. On the control
-connection each side answers each Send of the other in lock step: the
-version string (16 octets), the cycle buffer and the cache line size (C
-ints, big-endian), the MTU (2 octets), struct pingpong_dest records (56
-octets: the data buffer's rkey and vaddr matter), and for write_bw and
-read_bw the client's report (five 8-octet Sends). The data connection
-then carries RDMA Writes, RDMA Reads or Sends; ib_send_bw's receiver RDMA
-Writes credits (its count of receives) into the sender's buffer every
-rx-depth/3 Sends. docs/performance.md has the whole exchange.
-
-ib_write_lat: perftest spins on the last octet of its buffer until the
-peer's RDMA Write sets it; here the receive side watches each RDMA Write
-as it is placed (an observer on the goroutine that placed it) and reads
-that octet there, which is race-free. Only the client side is offered:
-perftest's server writes first on a connection where it is the MPA
-Responder, which RFC 5044 §7.1.2 rule 4 forbids and this stack's MPA
-enforces, so --listen refuses write_lat.
-
-The server registers nothing on the peer's word alone: the client's
-cycle buffer decides the size of the region it writes or reads, and
-with the server's own receive buffers (rx-depth × size) it must fit
---memory (256 MiB by default); a session that would not is refused by
-closing the control connection, and the server says why. Each control
-step is bounded by 30 s, the test itself by 10 min. The server serves
-one session at a time, until interrupted (--once: one session); during
-a session it rejects connections from other hosts.
-
-Linux siw mishandles an FPDU whose PAD and CRC arrive in two TCP segments
-(it reports a CRC error): through QEMU's user network this happens now
-and then with CRCs on. siw's peers run without CRCs; --no-crc does that
-here (CRCs are used when either end asks for them).
-
-Output: perftest's header and columns (MB = 2^20 octets). The server of
-write_bw and read_bw prints the client's report, as perftest's does.
-
-Flags:
-`
-
 type perftestOptions struct {
 	listen, connect string
 	test            string

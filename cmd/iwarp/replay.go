@@ -25,34 +25,6 @@ func init() {
 	})
 }
 
-const replayUsage = `usage: iwarp replay [--addr host:port] FILE [KEYLOG]
-
-Serves the demo page (the same page as "iwarp demo", embedded) with the
-pcap or pcapng capture FILE loaded in its Replay mode: the page decodes
-it in the browser with the decoder of "iwarp dump" and plays it on the
-demo's picture: each DDP segment placed into the buffer its STag and TO,
-or its QN, MSN and MO, select; each message delivered when DDP delivers
-it; Read Requests with their Responses, Terminates with the segment they
-name. Controls: play, pause, step, speed, jump to a record; select a
-row for its headers, the fields "iwarp dump" prints.
-
-FILE holds MPA/TCP, or DDP/SCTP in IP or UDP, in the clear; or DDP
-over SCTP over DTLS 1.2, with KEYLOG, the key log that --keylog wrote
-for the session: the command decrypts the records it can (AES-GCM, and
-AES-CBC with HMAC-SHA256, with certificates or a PSK) and serves the
-SCTP packets in the clear. A capture recorded with --pcap needs no key
-log: serve, perf and rping write the SCTP packets before encryption.
-
-The live demo works on the same page ("Back to the live demo").
-
-Examples:
-	iwarp replay session.pcap
-	iwarp replay --addr 127.0.0.1:8090 cmd/iwarp/testdata/siw-terminate.pcap
-	iwarp replay live.pcapng keys.log
-
-Flags:
-`
-
 // maxReplayFile is the largest capture replay serves: the page's limit.
 const maxReplayFile = 256 << 20
 

@@ -42,59 +42,6 @@ func init() {
 // is four times that: once per connection, 20 ms is nothing to rping.
 const rpingFirstFPDUDelay = 20 * time.Millisecond
 
-const rpingUsage = `usage: iwarp rping -s [-vVdP] [-S size] [-a addr] [-p port] [flags] [URL]
-       iwarp rping -c [-vVd] [-S size] [-C count] -a addr [-p port] [flags]
-       iwarp rping -c [-vVd] [-S size] [-C count] [flags] URL
-
-rdma-core's rping (librdmacm/examples/rping.c), unchanged on the wire: it
-pings a stock "rping -s" and is pinged by a stock "rping -c", over MPA/TCP
-(Linux siw, iWARP adapters), and two iwarp rpings ping each other over
-tcp:// or sctp:// (DDP over SCTP over DTLS).
-
-Per ping, the client Sends the STag, address and size of its source buffer
-(struct rping_rdma_info: __be64 buf, __be32 rkey, __be32 size); the server
-RDMA Reads it and Sends "go ahead"; the client Sends its sink buffer's;
-the server RDMA Writes the data into it and Sends "done". The data is
-rping's: "rdma-ping-N: " and then letters. After -C pings the client
-disconnects; the server serves until its client disconnects (with -P,
-every client that comes, until interrupted).
-
-rping's flags (as rping parses them: -vV and -C10 work too):
-  -s, -c           server, client
-  -a addr          the address to listen on (server; default all) or to connect to
-  -p port          the port (default 7174)
-  -C count         pings (client; default 0: until interrupted; a server ignores it, as rping's)
-  -S size          ping data size, 26 to 65535 (default 64)
-  -v               print "ping data: ..." (client) and "server ping data: ..." (server)
-  -V               validate the data (client: as rping; server: against rping's pattern)
-  -d               debug lines, the negotiated connection, where the server listens
-  -P               persistent server: serves each connection as it comes, until interrupted
-
-Instead of -a and -p, a URL: tcp://host:port or sctp://host:port (with
-serve's and perf's sctp:// flags: --psk, --fingerprint, --cert, --key).
---pcap FILE records the session(s) for "iwarp dump" and Wireshark.
-
-The MPA choices (tcp://). A server follows the client's Request in all
-but --markers, --no-crc and its IRD/ORD; its Reply sets C unless
---no-crc, and CRCs are used if either end sets C:
-  --rev 1|2               MPA revision the client requests (default 2, RFC 6581)
-  --no-crc, --markers     clear C; set M (ask the peer for Markers)
-  --p2p                   the peer-to-peer model (default client-server, as rdma_cm)
-  --rtr write,read,send   the RTR indications offered, in order (implies --p2p)
-  --private-data TEXT     Private Data in the Request or Reply
-  --ird N, --ord N        IRD and ORD offered (default 1 and 1, as rping)
-  --first-fpdu-delay D    the client's pause before its first FPDU (default 20ms:
-                          Linux siw's accept race; more on a loaded host)
-
-Examples:
-	iwarp rping -s -a 0.0.0.0 -v                  # a stock "rping -c -a HOST -v" pings it
-	iwarp rping -c -a 192.0.2.7 -C 10 -vV         # pings a stock "rping -s"
-	iwarp rping -c -a 127.0.0.1 -C 3 --p2p --rtr read --pcap rping.pcap
-	iwarp rping -s --psk k sctp://127.0.0.1:7174 & iwarp rping -c --psk k -C 3 -v sctp://127.0.0.1:7174
-
-Flags:
-`
-
 type rpingOptions struct {
 	server, client bool
 	addr           string
