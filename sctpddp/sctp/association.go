@@ -1188,8 +1188,8 @@ func (a *Association) fillSender() {
 // into packets of at most MTU bytes.
 func (a *Association) flush(now time.Time) {
 	mtu := a.cfg.MTU
-	sent, corked := 0, false
-	for ; ; sent++ {
+	corked := false
+	for {
 		var b chunk.Builder
 		b.Start(a.wbuf[:0], a.est.LocalPort, a.est.PeerPort, a.est.PeerVerificationTag)
 		if len(a.ctl) > 0 && len(a.ctl) <= mtu-b.Len() {
@@ -1215,9 +1215,7 @@ func (a *Association) flush(now time.Time) {
 		if b.Len() == chunk.HeaderLen {
 			break
 		}
-		if sent == 1 && a.cfg.Batcher != nil {
-			// A burst: the first packet went alone, as a lone SACK
-			// does; the rest wait for the Flush.
+		if !corked && a.cfg.Batcher != nil {
 			a.cfg.Batcher.Cork()
 			corked = true
 		}
