@@ -73,9 +73,13 @@ func move(b *testing.B, p *llp.Pair, n int) llp.Result {
 // both ends in this process, every byte checked. MB/s counts the bytes
 // sent; for dtls, which does not retransmit, verified-% is the part the
 // receiver got. cpu-s/GB is the process's CPU time (both ends) per GB.
+// The transports llpbench runs only when named (llp.Extra) are here too,
+// so that each can be profiled alone:
+//
+//	go test -run XXX -bench 'Transfer/iwarp-sctp-8000-cert$' -benchtime 4s -cpuprofile cpu.prof
 func BenchmarkTransfer(b *testing.B) {
 	sec := security(b)
-	for _, t := range llp.All() {
+	for _, t := range append(llp.All(), llp.Extra()...) {
 		b.Run(t.Name, func(b *testing.B) {
 			p := pair(b, t, sec)
 			b.SetBytes(llp.MessageSize)
