@@ -2,25 +2,21 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"io"
 	"net"
 	"os"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/responder"
 	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
-	"github.com/iwarpgo/iwarp/term"
 	"github.com/iwarpgo/iwarp/trace"
 )
 
@@ -30,9 +26,6 @@ func init() {
 		run:     runServe,
 	})
 }
-
-// serveTO is the Tagged Offset of the first octet of each served region.
-const serveTO = 0x10000
 
 type serveOptions struct {
 	listen    string
@@ -51,10 +44,40 @@ type serveOptions struct {
 	idleTimeout     time.Duration
 }
 
-// connBytes is what one connection of serve holds in regions and buffers.
-func (o *serveOptions) connBytes() int64 {
-	return int64(o.mrSize) + int64(o.recvDepth)*int64(o.recvSize) + 16
+// responderConfig is the responder's configuration of each connection.
+func (o *serveOptions) responderConfig() *responder.Config {
+	c := &responder.Config{MRSize: o.mrSize, RecvDepth: o.recvDepth, RecvSize: o.recvSize, IdleTimeout: o.idleTimeout, AdvertiseSend: o.advSend}
+	if o.demo != nil {
+		c.Show = func(name string, mr *rdmap.MemoryRegion) (trace.Observer, func()) {
+			o.demo.Add(name, mr)
+			return o.demo.Observer(mr), func() { o.demo.Gone(mr) }
+		}
+	}
+	return c
 }
+
+// connBytes is what one connection of serve holds in regions and buffers.
+func (o *serveOptions) connBytes() int64 { return o.responderConfig().ConnBytes() }
+
+// servedRequest is a pending connection as the responder takes it.
+type servedRequest struct{ p *pending }
+
+func (r servedRequest) Reject() { r.p.reject() }
+
+func (r servedRequest) Accept(ctx context.Context, qp *rdmap.QueuePair, privateData []byte) (responder.Conn, error) {
+	c, err := r.p.acceptWith(ctx, qp, privateData)
+	if err != nil {
+		return nil, err
+	}
+	return servedConn{c}, nil
+}
+
+// servedConn is an accepted connection as the responder holds it.
+type servedConn struct{ c *conn }
+
+func (c servedConn) Info() fmt.Stringer                 { return c.c.info }
+func (c servedConn) PeerDead() (time.Time, error, bool) { return c.c.peerDead() }
+func (c servedConn) Close(ctx context.Context)          { c.c.close(ctx) }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	var o serveOptions
@@ -113,32 +136,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, ep, &o, stdout, stderr)
 }
 
-// eventLog writes events as JSON lines or as text, one at a time.
-type eventLog struct {
-	mu   sync.Mutex
-	w    io.Writer
-	json bool
-}
-
-// emit writes one event: v (a map or struct with an "event" field) as
-// JSON, or text as a line.
-func (l *eventLog) emit(v any, text string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.json {
-		b, _ := json.Marshal(v)
-		l.w.Write(append(b, '\n'))
-		return
-	}
-	fmt.Fprintln(l.w, text)
-}
-
 func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.Writer) error {
-	log := &eventLog{w: stdout, json: o.json}
+	log := responder.NewLog(stdout, o.json)
 	refused := newRefusals(func(peer, why string) {
-		log.emit(map[string]any{"event": "refused", "peer": peer, "reason": why}, fmt.Sprintf("refused %s: %s", peer, why))
+		log.Emit(map[string]any{"event": "refused", "peer": peer, "reason": why}, fmt.Sprintf("refused %s: %s", peer, why))
 	}, func(n int) {
-		log.emit(map[string]any{"event": "unreported", "refused": n}, fmt.Sprintf("%d more refused connections not reported", n))
+		log.Emit(map[string]any{"event": "unreported", "refused": n}, fmt.Sprintf("%d more refused connections not reported", n))
 	})
 	defer refused.close()
 	o.link.refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
@@ -153,7 +156,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		ev["fingerprint"] = l.fingerprint
 		text += "\nfingerprint sha-256 " + l.fingerprint
 	}
-	log.emit(ev, text)
+	log.Emit(ev, text)
 	if l.fingerprint != "" && o.json {
 		fmt.Fprintln(stderr, "iwarp: fingerprint sha-256", l.fingerprint)
 	}
@@ -173,11 +176,12 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 			return err
 		}
 		o.demo = link
-		log.emit(map[string]any{"event": "observed", "demo": o.observe, "tab": tab},
+		log.Emit(map[string]any{"event": "observed", "demo": o.observe, "tab": tab},
 			fmt.Sprintf("the demo at %s can watch this serve: type the code %d under \"Code from another tab\" and press \"Observe tab\"", o.observe, tab))
 	}
 
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
+	rcfg := o.responderConfig()
 	adm := admission.New(admission.Limits{MaxConns: o.maxConns, MaxConnsPerPeer: o.maxConnsPerPeer, MemBudget: o.memBudget})
 	var wg sync.WaitGroup
 	n := 0
@@ -196,7 +200,7 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		go func(id int) {
 			defer wg.Done()
 			defer adm.Release(p.peer, o.connBytes())
-			if err := serveConn(ctx, dev, p, id, o, log); err != nil {
+			if err := responder.Serve(ctx, dev, servedRequest{p}, id, rcfg, log); err != nil {
 				fmt.Fprintf(stderr, "iwarp serve: connection %d from %s: %v\n", id, p.peer, err)
 			}
 		}(n)
@@ -204,200 +208,6 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 	l.Close()
 	wg.Wait()
 	return rec.Close()
-}
-
-// serveConn runs one connection until it ends or ctx is done.
-func serveConn(ctx context.Context, dev *rdmap.Device, p *pending, id int, o *serveOptions, log *eventLog) error {
-	pd := dev.NewProtectionDomain()
-	// What the connection registers, and nothing more.
-	pd.SetLimits(o.recvDepth+2, o.connBytes())
-	mem := make([]byte, o.mrSize)
-	for i := range mem {
-		mem[i] = byte(i % 251)
-	}
-	mr, err := pd.RegisterMemory(mem, serveTO, rdmap.RemoteRead|rdmap.RemoteWrite|rdmap.LocalWrite)
-	if err != nil {
-		p.reject()
-		return err
-	}
-	defer mr.Deregister()
-	bufs := make([]*rdmap.MemoryRegion, o.recvDepth)
-	for i := range bufs {
-		if bufs[i], err = pd.RegisterMemory(make([]byte, o.recvSize), 0, rdmap.LocalWrite); err != nil {
-			p.reject()
-			return err
-		}
-		defer bufs[i].Deregister()
-	}
-	adv, err := pd.RegisterMemory(make([]byte, 16), 0, 0)
-	if err != nil {
-		p.reject()
-		return err
-	}
-	defer adv.Deregister()
-	mr.Remote().Append(adv.Bytes()[:0])
-
-	// The MSN of each delivered untagged Send message, in order: its
-	// receive completion follows.
-	var msnMu sync.Mutex
-	var msns []uint32
-	var active atomic.Int64 // when something last arrived or left, in Unix nanoseconds
-	active.Store(time.Now().UnixNano())
-	obs := trace.Func(func(e trace.Event) {
-		if e.Kind == trace.SegmentSent || e.Kind == trace.SegmentPlaced {
-			active.Store(time.Now().UnixNano())
-		}
-		switch e.Kind {
-		case trace.MessageDelivered:
-			if !e.Tagged && e.QN == rdmap.QNSend {
-				msnMu.Lock()
-				msns = append(msns, e.MSN)
-				msnMu.Unlock()
-			}
-		case trace.Terminate:
-			if e.Err != nil {
-				logTerminate(log, id, e.Err)
-			}
-		}
-	})
-	var observer trace.Observer = obs
-	if o.demo != nil {
-		o.demo.Add(fmt.Sprintf("serve connection %d", id), mr)
-		defer o.demo.Gone(mr)
-		shown := o.demo.Observer(mr)
-		observer = trace.Func(func(e trace.Event) {
-			obs.Observe(e)
-			shown.Observe(e)
-		})
-	}
-	scq, rcq := dev.NewCompletionQueue(64), dev.NewCompletionQueue(o.recvDepth+1)
-	qp, err := pd.NewQueuePair(rdmap.QPConfig{SendCQ: scq, RecvCQ: rcq, RecvDepth: o.recvDepth, Observer: observer})
-	if err != nil {
-		p.reject()
-		return err
-	}
-	post := func(i int) error {
-		return qp.PostRecv(rdmap.RecvWR{ID: uint64(i), SGL: []rdmap.SGE{{MR: bufs[i], Length: uint32(o.recvSize)}}})
-	}
-	for i := range bufs {
-		if err := post(i); err != nil {
-			p.reject()
-			return err
-		}
-	}
-	c, err := p.acceptWith(ctx, qp, adv.Bytes())
-	if err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-		qp.Close(closeCtx)
-		cancel()
-		return err
-	}
-	ev := struct {
-		Event string `json:"event"`
-		Conn  int    `json:"conn"`
-		connInfo
-		STag   uint32 `json:"stag"`
-		TO     uint64 `json:"to"`
-		Length int    `json:"length"`
-	}{"connected", id, c.info, mr.STag(), serveTO, o.mrSize}
-	log.emit(ev, fmt.Sprintf("conn %d: connected: %v; region STag %#08x TO %#x length %d", id, c.info, mr.STag(), uint64(serveTO), o.mrSize))
-	if o.advSend {
-		if err := qp.PostSend(rdmap.SendWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 16}}}); err != nil {
-			log.emit(map[string]any{"event": "error", "conn": id, "error": err.Error()}, fmt.Sprintf("conn %d: advertising the region: %v", id, err))
-		}
-	}
-
-	handle := func(cp rdmap.Completion) {
-		if cp.Status != rdmap.StatusSuccess || cp.Op != rdmap.WorkRecv {
-			return
-		}
-		msnMu.Lock()
-		var msn uint32
-		if len(msns) > 0 {
-			msn, msns = msns[0], msns[1:]
-		}
-		msnMu.Unlock()
-		i := int(cp.WRID)
-		sum := sha256.Sum256(bufs[i].Bytes()[:cp.ByteLen])
-		ev := struct {
-			Event       string  `json:"event"`
-			Conn        int     `json:"conn"`
-			MSN         uint32  `json:"msn"`
-			Len         uint32  `json:"len"`
-			SHA256      string  `json:"sha256"`
-			Invalidated *uint32 `json:"invalidated_stag,omitempty"`
-		}{"recv", id, msn, cp.ByteLen, hex.EncodeToString(sum[:]), nil}
-		text := fmt.Sprintf("conn %d: received Send MSN %d, %d bytes, sha256 %x", id, msn, cp.ByteLen, sum[:8])
-		if cp.Flags&rdmap.FlagInvalidated != 0 {
-			s := cp.InvalidatedSTag
-			ev.Invalidated = &s
-			text += fmt.Sprintf(", invalidated STag %#08x", s)
-		}
-		log.emit(ev, text)
-		post(i)
-	}
-
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			cp, err := rcq.Wait(rctx)
-			if err != nil {
-				return
-			}
-			handle(cp)
-		}
-	}()
-	idle := make(chan struct{})
-	if o.idleTimeout > 0 {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			t := time.NewTicker(o.idleTimeout / 4)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					if time.Since(time.Unix(0, active.Load())) >= o.idleTimeout {
-						close(idle)
-						return
-					}
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
-	select {
-	case <-qp.Terminated():
-		if at, err, ok := c.peerDead(); ok {
-			log.emit(map[string]any{"event": "peer_dead", "conn": id, "at": at.UTC().Format(time.RFC3339Nano), "error": err.Error()},
-				fmt.Sprintf("conn %d: peer dead at %s: %v", id, at.Format(peerDeadTime), err))
-		}
-	case <-ctx.Done():
-	case <-idle:
-		log.emit(map[string]any{"event": "idle", "conn": id}, fmt.Sprintf("conn %d: closing: nothing moved for %v", id, o.idleTimeout))
-	}
-	cancel()
-	<-done
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Second)
-	c.close(closeCtx)
-	cancelClose()
-	var rest [64]rdmap.Completion
-	for {
-		k := rcq.Poll(rest[:])
-		if k == 0 {
-			break
-		}
-		for _, cp := range rest[:k] {
-			handle(cp)
-		}
-	}
-	sum := sha256.Sum256(mr.Bytes())
-	log.emit(map[string]any{"event": "closed", "conn": id, "mr_sha256": hex.EncodeToString(sum[:])},
-		fmt.Sprintf("conn %d: closed; region sha256 %x", id, sum))
-	return nil
 }
 
 // serveRefusal says which of serve's flags an admission refusal met.
@@ -408,18 +218,4 @@ func serveRefusal(err error) string {
 		return fmt.Sprintf("%v (%s)", r, flag[r.Limit])
 	}
 	return err.Error()
-}
-
-func logTerminate(log *eventLog, id int, e *term.Error) {
-	origin := "local"
-	if e.Remote {
-		origin = "remote"
-	}
-	ev := map[string]any{"event": "terminate", "conn": id, "origin": origin,
-		"layer": uint8(e.Layer), "etype": e.EType, "ecode": e.Code,
-		"layer_name": e.Layer.String(), "name": e.Name()}
-	if e.Detail != "" {
-		ev["detail"] = e.Detail
-	}
-	log.emit(ev, fmt.Sprintf("conn %d: Terminate (%s): %s %s", id, origin, e.Layer, e.Name()))
 }

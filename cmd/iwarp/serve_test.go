@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"io"
 	"net"
 	"os"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/responder"
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -78,7 +79,7 @@ func testServe(t *testing.T, url string, link linkFlags, args ...string) {
 	wantField(t, ev, "stag", cl.stag)
 	wantField(t, ev, "to", cl.to)
 	wantField(t, ev, "length", mrSize)
-	if cl.length != mrSize || cl.to != serveTO {
+	if cl.length != mrSize || cl.to != responder.TO {
 		t.Fatalf("advertised TO %#x length %d", cl.to, cl.length)
 	}
 	scheme := url[:strings.Index(url, ":")]

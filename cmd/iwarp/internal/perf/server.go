@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )
