@@ -128,7 +128,7 @@ func TestPerftestCommand(t *testing.T) {
 				t.Fatalf("client: %v %s\nserver: %v %s", err, cerr.String(), srvErr, serr.String())
 			}
 			out := cout.String()
-			if !strings.Contains(out, perftestTitles[mustTest(t, test)]) || !strings.Contains(out, "MPA CRC        : ON") {
+			if !strings.Contains(out, mustTest(t, test).Title()) || !strings.Contains(out, "MPA CRC        : ON") {
 				t.Errorf("client's output:\n%s", out)
 			}
 			// The result line: #bytes #iterations then the figures.
@@ -141,7 +141,7 @@ func TestPerftestCommand(t *testing.T) {
 			if fields == nil {
 				t.Fatalf("no result line in:\n%s", out)
 			}
-			var j perftestJSON
+			var j perftest.ReportJSON
 			if err := json.Unmarshal(sout.Bytes(), &j); err != nil {
 				t.Fatalf("server's JSON %q: %v", sout.String(), err)
 			}
