@@ -55,7 +55,8 @@ const (
 // Config configures Listen and Dial. Exactly one way to authenticate the
 // peer must be chosen: PeerFingerprints, CAs, PSK, on a Listener
 // AcceptAnyClient, or, explicitly and only for tests,
-// InsecureSkipPeerVerification. A Config with none of them (or with two) is
+// InsecureSkipPeerVerification; or InsecurePlainUDP, which replaces DTLS
+// and so authenticates nothing. A Config with none of them (or with two) is
 // rejected before any packet is sent (ErrConfig); peer verification is
 // never skipped silently.
 type Config struct {

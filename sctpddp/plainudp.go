@@ -195,8 +195,8 @@ type plainListener struct {
 	tokens   float64 // plainReplies' bucket
 	refilled time.Time
 
-	// Counters, for tests: datagrams that failed the CRC32c or were not
-	// SCTP, INITs answered, COOKIE ECHOs that did not authenticate, and
+	// Counters, for tests: datagrams that failed the CRC32c or whose
+	// chunks are malformed, INITs answered, COOKIE ECHOs that did not authenticate, and
 	// §8.4 replies sent and withheld by plainReplies.
 	badChecksum, initAcks, forged, replies, withheld atomic.Uint64
 }
@@ -258,6 +258,11 @@ func (p *plainListener) handle(m *udpMux, raddr netip.AddrPort, d []byte) {
 	it := chunk.Chunks(d)
 	for it.Next() {
 		k.add(it.Chunk())
+	}
+	if !k.seen || it.Err() != nil {
+		// Not "correctly formed": no OOTB packet, nothing to answer.
+		p.badChecksum.Add(1)
+		return
 	}
 	// §8.4 2): "If the OOTB packet contains an ABORT chunk, the receiver
 	// MUST silently discard the OOTB packet and take no further action."

@@ -116,7 +116,8 @@ func TestPlainUDPOutOfTheBlue(t *testing.T) {
 	}
 	// 2), 6), 7): ABORT (whatever its tag), SHUTDOWN COMPLETE, COOKIE
 	// ACK and a Stale Cookie ERROR are discarded; so are a packet with a
-	// wrong CRC32c and one with a zero Checksum (§6.8).
+	// wrong CRC32c, one with a zero Checksum (§6.8) and one whose chunk
+	// is malformed.
 	bad := sctpPacket(1, ootbData())
 	bad[len(bad)-1] ^= 1
 	zero := sctpPacket(1, ootbData())
@@ -129,14 +130,15 @@ func TestPlainUDPOutOfTheBlue(t *testing.T) {
 		"Stale Cookie":      sctpPacket(5, chunk.OperationError{Causes: chunk.StaleCookie{Staleness: 9}.Append(nil)}.Append(nil)),
 		"bad CRC32c":        bad,
 		"zero Checksum":     zero,
+		"malformed chunk":   sctpPacket(5, []byte{0, 0, 0, 2}),
 	} {
 		p.send(pkt)
 		if r := p.reply(quiet); r != nil {
 			t.Errorf("%s out of the blue: answered % x", name, r)
 		}
 	}
-	if n := l.plain.badChecksum.Load(); n != 2 {
-		t.Errorf("%d packets failed the CRC32c, want 2", n)
+	if n := l.plain.badChecksum.Load(); n != 3 {
+		t.Errorf("%d packets failed the CRC32c or were malformed, want 3", n)
 	}
 
 	// §5.1: an INIT gets an INIT ACK with the State Cookie and the
