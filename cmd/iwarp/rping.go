@@ -30,16 +30,10 @@ func init() {
 
 // rpingFirstFPDUDelay is the client's default pause between the MPA Reply
 // and its first FPDU. Linux siw's responder sends its Reply before it
-// hooks the socket to the queue pair; an FPDU that arrives in between is
-// not read until more data comes, and rping's server then waits for ever.
-// cmd/iwarp/internal/rping's TestRpingInteropSiwAcceptRaceSweep measured it against the
-// Linux guest (QEMU TCG): without a pause 3-10% of connections stalled on
-// an idle machine; 1 ms still stalled 1 in 150 with eight busy processes
-// on QEMU's CPU; 5 ms, the smallest pause with no stall in any run, had
-// none in about 1,200 connections, idle and loaded. Then one connection
-// of TestRpingInteropManyConnections stalled at 5 ms while the whole
-// race-detector suite ran beside the guest (2026-11-29), so the default
-// is four times that: once per connection, 20 ms is nothing to rping.
+// hooks the socket to the queue pair, and an FPDU that arrives in between
+// is not read until more data comes; rping's server then waits for ever.
+// Once per connection, 20 ms is nothing to rping and clears the race with
+// room to spare (docs/transports.md gives the measurements).
 const rpingFirstFPDUDelay = 20 * time.Millisecond
 
 type rpingOptions struct {

@@ -55,7 +55,7 @@ type pipeInfo struct {
 
 func (i pipeInfo) String() string { return i.Transport }
 
-func (c *pipeConn) Info() fmt.Stringer                  { return pipeInfo{"pipe"} }
+func (c *pipeConn) Info() fmt.Stringer                 { return pipeInfo{"pipe"} }
 func (c *pipeConn) PeerDead() (time.Time, error, bool) { return time.Time{}, nil, false }
 func (c *pipeConn) Close(ctx context.Context)          { c.qp.Close(ctx); close(c.closed) }
 
@@ -239,4 +239,3 @@ func TestServeIdle(t *testing.T) {
 		t.Errorf("events %v; want idle, then closed", evs)
 	}
 }
-
