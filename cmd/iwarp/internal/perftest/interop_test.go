@@ -400,7 +400,7 @@ func TestPerftestSiwSplitTrailer(t *testing.T) {
 				t.Errorf("answer with opcode %d; the kernel log has %d more CRC errors: want a Terminate and one", op, after-before)
 			case !tc.taken:
 				// siw's Terminate header has its nibbles swapped (see
-				// /work/shared/NOTES-siw.md): 0x02 is layer LLP (2),
+				// docs/transports.md): 0x02 is layer LLP (2),
 				// error type MPA (0); code 0x02, CRC error.
 				if th := u[hl:]; len(th) < 2 || th[0] != 0x02 || th[1] != 0x02 {
 					t.Errorf("Terminate %x: want siw's LLP/MPA/CRC error (02 02)", th)
