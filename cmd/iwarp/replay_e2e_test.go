@@ -32,8 +32,9 @@ import (
 // bundled capture it gives the script what "iwarp dump --json" prints
 // and the octets each RDMA Write and Read Response carries (from
 // capture.Decode, not from the model the page plays); the script plays
-// the capture record by record and checks the page's rows and the bytes
-// in the grids against them. It also gives the script bad files
+// the capture, chosen in the menu and again dropped on the page as a
+// file, record by record and checks the page's rows and the bytes in the
+// grids against them. It also gives the script bad files
 // (truncated, a pcapng with a block type nobody defined, no iWARP,
 // random bytes, 1 GiB) and a capture of 100,000 FPDUs to time, and
 // serves a capture the way "iwarp replay" does. Screenshots go to

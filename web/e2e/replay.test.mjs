@@ -7,8 +7,9 @@
 //
 //	node replay.test.mjs http://127.0.0.1:8080/
 //
-// For each bundled capture (IWARP_REPLAY_CAPTURES, a JSON list): choose
-// it in the menu, step through every record, and check after each Write
+// For each bundled capture (IWARP_REPLAY_CAPTURES, a JSON list), chosen
+// in the menu and then dropped on the page as a file: step through every
+// record, and check after each Write
 // or Read Response that its octets are in its buffer's cells at TO minus
 // the buffer's base; at the end, that the ladder has one row per record
 // with the fields dump prints (STag, TO, QN, MSN, MO, opcode, L, CRC,
@@ -55,10 +56,27 @@ async function chooseBundled(page, name) {
   return loaded(page, name);
 }
 
-// checkCapture plays a bundled capture record by record.
-async function checkCapture(page, name) {
-  step("bundled capture " + name);
-  await chooseBundled(page, name);
+// dropFile drops a file of IWARP_REPLAY_DATA on the page, as a person
+// drags it from a file manager, and waits for the page's verdict.
+async function dropFile(page, name) {
+  const b64 = readFileSync(join(data, name)).toString("base64");
+  await page.evaluate(([name, b64]) => {
+    document.getElementById("rp-status").dataset.kind = "";
+    const dt = new DataTransfer();
+    dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name));
+    for (const type of ["dragenter", "dragover", "drop"]) {
+      document.body.dispatchEvent(new DragEvent(type, { bubbles: true, cancelable: true, dataTransfer: dt }));
+    }
+  }, [name, b64]);
+  return loaded(page, name + " dropped");
+}
+
+// checkCapture plays a bundled capture record by record, chosen in the
+// menu or dropped.
+async function checkCapture(page, name, dropped) {
+  step((dropped ? "dropped capture " : "bundled capture ") + name);
+  if (dropped) await dropFile(page, name);
+  else await chooseBundled(page, name);
   const dump = readFileSync(join(data, name + ".dump.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
   const placed = new Map(JSON.parse(readFileSync(join(data, name + ".placed.json"), "utf8")).map((p) => [p.n, p]));
   const conns = await page.evaluate(() => [...document.querySelectorAll("#rp-conn option")].map((o) => Number(o.value)));
@@ -117,7 +135,7 @@ async function checkCapture(page, name) {
   }
   console.log(`   ${dump.length} records, ${fields} fields agree with iwarp dump, ${checkedBytes} Writes and Read Responses found in the grids`);
   if ([...placed.values()].some((p) => p.hex) && !checkedBytes) fail(`${name}: no placed octets were checked`);
-  await page.screenshot({ path: join(out, "replay-" + name + ".png"), fullPage: true });
+  await page.screenshot({ path: join(out, (dropped ? "replay-dropped-" : "replay-") + name + ".png"), fullPage: true });
 }
 
 async function pick(page, file) {
@@ -134,8 +152,10 @@ try {
   const offered = await page.evaluate(() => [...document.querySelectorAll("#rp-bundled option")].map((o) => o.value).filter(Boolean));
   for (const c of captures) if (!offered.includes("captures/" + c)) fail("the menu does not offer " + c);
 
-  for (const c of captures) {
-    try { await checkCapture(page, c); } catch (e) { fail(c + ": " + e.message); }
+  for (const dropped of [false, true]) {
+    for (const c of captures) {
+      try { await checkCapture(page, c, dropped); } catch (e) { fail(c + (dropped ? " dropped" : "") + ": " + e.message); }
+    }
   }
 
   step("a Terminate names its segment, a Read Response its Request (siw)");
