@@ -157,6 +157,16 @@ func handshakeError(s *settings, addr string, err error) error {
 
 // dialUDP opens the connected UDP socket of a Dial to raddr.
 func (s *settings) dialUDP(ctx context.Context, network string, raddr *net.UDPAddr) (*dialConn, error) {
+	c, err := s.connectUDP(ctx, network, raddr)
+	if err != nil {
+		return nil, err
+	}
+	return &dialConn{UDPConn: c, raddr: raddr}, nil
+}
+
+// connectUDP opens a UDP socket connected to raddr, from Config's local
+// address if it names one, with the socket options of listenConfig.
+func (s *settings) connectUDP(ctx context.Context, network string, raddr *net.UDPAddr) (*net.UDPConn, error) {
 	d := net.Dialer{Control: s.listenConfig().Control}
 	if s.localAddr != "" {
 		la, err := net.ResolveUDPAddr(network, s.localAddr)
@@ -169,7 +179,7 @@ func (s *settings) dialUDP(ctx context.Context, network string, raddr *net.UDPAd
 	if err != nil {
 		return nil, err
 	}
-	return &dialConn{UDPConn: c.(*net.UDPConn), raddr: raddr}, nil
+	return c.(*net.UDPConn), nil
 }
 
 // checkPeer re-checks a finished handshake's peer certificate, so that a

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/transport/v5/deadline"
-
 	"github.com/iwarpgo/iwarp/internal/netpeer"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
@@ -61,20 +59,7 @@ func (m *udpMux) adopt(raddr netip.AddrPort, d []byte, start func(*muxConn)) *mu
 		m.mu.Unlock()
 		return nil
 	}
-	m.seq++
-	c := &muxConn{
-		m:      m,
-		raddr:  raddr,
-		peer:   netpeer.Of(raddr.Addr()),
-		seq:    m.seq,
-		addr:   net.UDPAddrFromAddrPort(raddr),
-		limit:  m.establishedQueue,
-		notify: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		rd:     deadline.New(),
-		wd:     deadline.New(),
-		state:  connEstablished,
-	}
+	c := m.newConnLocked(raddr, m.establishedQueue, connEstablished)
 	c.progressed.Store(true)
 	m.conns[raddr] = c
 	m.refs++

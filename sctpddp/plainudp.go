@@ -65,19 +65,11 @@ func (c *plainDialConn) Write(p []byte) (int, error) {
 // dialPlain is Dial under Config.InsecurePlainUDP: SCTP's handshake
 // straight over a connected UDP socket.
 func (s *settings) dialPlain(ctx context.Context, network, addr string, raddr *net.UDPAddr) (*Association, error) {
-	d := net.Dialer{Control: s.listenConfig().Control}
-	if s.localAddr != "" {
-		la, err := net.ResolveUDPAddr(network, s.localAddr)
-		if err != nil {
-			return nil, err
-		}
-		d.LocalAddr = la
-	}
-	uc, err := d.DialContext(ctx, network, raddr.String())
+	uc, err := s.connectUDP(ctx, network, raddr)
 	if err != nil {
 		return nil, err
 	}
-	dc := &plainDialConn{UDPConn: uc.(*net.UDPConn)}
+	dc := &plainDialConn{UDPConn: uc}
 	a, err := newAssociation(ctx, s, dc, false, nil)
 	if err != nil {
 		_ = dc.Close()

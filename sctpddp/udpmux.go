@@ -256,20 +256,7 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 		}
 		m.evictLocked(v)
 	}
-	m.seq++
-	c := &muxConn{
-		m:      m,
-		raddr:  raddr,
-		peer:   peer,
-		seq:    m.seq,
-		addr:   net.UDPAddrFromAddrPort(raddr),
-		limit:  m.handshakeQueue,
-		notify: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		rd:     deadline.New(),
-		wd:     deadline.New(),
-		state:  connFresh,
-	}
+	c := m.newConnLocked(raddr, m.handshakeQueue, connFresh)
 	p := m.peers[peer]
 	if p == nil {
 		p = &peerHandshakes{}
@@ -284,6 +271,25 @@ func (m *udpMux) admit(raddr netip.AddrPort, d []byte) *muxConn {
 	m.created.Add(1)
 	m.onNew(c)
 	return c
+}
+
+// newConnLocked makes the conn of a new peer at raddr, in state, holding
+// at most limit datagrams; m.mu is held.
+func (m *udpMux) newConnLocked(raddr netip.AddrPort, limit int, state connState) *muxConn {
+	m.seq++
+	return &muxConn{
+		m:      m,
+		raddr:  raddr,
+		peer:   netpeer.Of(raddr.Addr()),
+		seq:    m.seq,
+		addr:   net.UDPAddrFromAddrPort(raddr),
+		limit:  limit,
+		notify: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		rd:     deadline.New(),
+		wd:     deadline.New(),
+		state:  state,
+	}
 }
 
 // victim returns the handshake to evict for a ClientHello from peer, which
