@@ -5,9 +5,10 @@
 // executable (CHROMIUM too, for chromium).
 //
 // Playwright drives only its own Firefox build, and its WebDriver BiDi
-// channel needs commands firefox-esr 140 does not have; puppeteer-core
-// 24.25 is pinned because later ones send one more (a screen orientation
-// override) on every viewport change. For Firefox, launch returns objects
+// channel needs commands firefox-esr 140 does not have. puppeteer-core is
+// pinned at 24.25, whose commands firefox-esr 140 all answers: from 24.30
+// it sends a screen orientation override, which Firefox 140 lacks, with
+// every viewport change. For Firefox, launch returns objects
 // with the part of Playwright's API the tests use, with Playwright's
 // waiting: a click or a fill waits until its element is visible and
 // enabled, selectOption until the option exists, waitForSelector until
