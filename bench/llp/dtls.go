@@ -11,6 +11,8 @@ import (
 	"github.com/pion/dtls/v3"
 	dtlsnet "github.com/pion/dtls/v3/pkg/net"
 	"github.com/pion/transport/v5/udp"
+
+	"github.com/iwarpgo/iwarp/sctpddp/batchconn"
 )
 
 // UDPBufferSize is the SO_RCVBUF and SO_SNDBUF of the DTLS transports'
@@ -173,6 +175,7 @@ func (l *dtlsListener) Accept(ctx context.Context) (Receiver, error) {
 // record of it.
 type dtlsSender struct {
 	c     *dtls.Conn
+	batch *batchconn.Conn // corked around each Send, if not nil
 	buf   []byte
 	sent  int64
 	owed  int64
@@ -181,6 +184,19 @@ type dtlsSender struct {
 
 func (s *dtlsSender) Send(ctx context.Context, n int) error {
 	s.owed += int64(n) * MessageSize
+	if s.batch == nil {
+		return s.sendOwed(ctx)
+	}
+	s.batch.Cork()
+	err := s.sendOwed(ctx)
+	if ferr := flushBatch(s.batch); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// sendOwed sends every whole record of what Send owes.
+func (s *dtlsSender) sendOwed(ctx context.Context) error {
 	for s.owed >= int64(len(s.buf)) {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -143,7 +143,7 @@ func All() []Transport {
 
 // Extra returns transports not in All's default set that can be named.
 func Extra() []Transport {
-	return []Transport{DTLS(1350), PionSCTP(1350), DTLSGCM(8000), IwarpSCTPCert(1350), IwarpSCTPCert(8000), IwarpSCTPOnPion(1350), IwarpSCTPOnPion(8000)}
+	return []Transport{DTLS(1350), PionSCTP(1350), DTLSGCM(8000), DTLSGCMBatched(8000), IwarpSCTPCert(1350), IwarpSCTPCert(8000), IwarpSCTPOnPion(1350), IwarpSCTPOnPion(8000)}
 }
 
 // ByName returns the transports named, in that order.
