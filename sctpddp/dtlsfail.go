@@ -63,6 +63,22 @@ func (c *dialConn) Close() error {
 	return c.UDPConn.Close()
 }
 
+// SetDeadline and SetReadDeadline go through bc when there is one, which
+// holds the datagrams of a batch not yet read to the deadline too.
+func (c *dialConn) SetDeadline(t time.Time) error {
+	if c.bc != nil {
+		return c.bc.SetDeadline(t)
+	}
+	return c.UDPConn.SetDeadline(t)
+}
+
+func (c *dialConn) SetReadDeadline(t time.Time) error {
+	if c.bc != nil {
+		return c.bc.SetReadDeadline(t)
+	}
+	return c.UDPConn.SetReadDeadline(t)
+}
+
 func (c *dialConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
 		n, _, err := c.bc.ReadFrom(p)
