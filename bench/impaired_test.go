@@ -16,11 +16,16 @@ import (
 // so the packet size sets what a lossy path carries.
 func impairedPair(t *testing.T, cfg impair.Config) (*llp.Pair, *impair.Proxy) {
 	t.Helper()
+	return impairedPairOf(t, llp.IwarpSCTP(8000), cfg)
+}
+
+// impairedPairOf connects tr through an impairment proxy in this process.
+func impairedPairOf(t *testing.T, tr llp.Transport, cfg impair.Config) (*llp.Pair, *impair.Proxy) {
+	t.Helper()
 	sec, err := llp.NewSecurity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := llp.IwarpSCTP(8000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	l, err := tr.Listen(ctx, "127.0.0.1:0", sec)
@@ -59,26 +64,28 @@ func moveFor(t *testing.T, p *llp.Pair, msgs int, limit time.Duration) llp.Resul
 func rate(r llp.Result) float64 { return float64(r.Verified) / r.Elapsed.Seconds() / 1e6 }
 
 // Through a path that loses 5 % each way, with 1 ms ± 1 ms of jitter and
-// 1 % duplication, sctp:// keeps at least a fifth of what it moves
-// through the same proxy unimpaired.
+// 1 % duplication, sctp:// moves at least what quic-go moves through the
+// same proxy, alternating with it. Both are loss-bound there, so the
+// comparison holds however fast the machine is; the clean rate, bound
+// by the CPU, is no yardstick.
 func TestSCTPFivePercentLoss(t *testing.T) {
-	clean, _ := impairedPair(t, impair.Config{})
 	link := impair.Link{Delay: time.Millisecond, Jitter: time.Millisecond, Loss: 0.05, Duplicate: 0.01}
 	lossy, px := impairedPair(t, impair.Config{Up: link, Down: link, Seed: 1})
+	quic, _ := impairedPairOf(t, llp.QUIC(), impair.Config{Up: link, Down: link, Seed: 1})
 	const msgs = 64 // 4 MiB
-	var cleanMBs, lossyMBs []float64
+	var quicMBs, lossyMBs []float64
 	for range 3 {
-		cleanMBs = append(cleanMBs, rate(moveFor(t, clean, msgs, 30*time.Second)))
+		quicMBs = append(quicMBs, rate(moveFor(t, quic, msgs, 30*time.Second)))
 		lossyMBs = append(lossyMBs, rate(moveFor(t, lossy, msgs, 30*time.Second)))
 	}
-	c, l := median(cleanMBs), median(lossyMBs)
+	q, l := median(quicMBs), median(lossyMBs)
 	up, down := px.Stats()
-	t.Logf("clean %.1f MB/s, 5 %% loss %.1f MB/s (%.2f×); lost %d up, %d down", c, l, l/c, up.Lost, down.Lost)
+	t.Logf("5 %% loss: sctp:// %.1f MB/s, quic-go %.1f MB/s (%.2f×); lost %d up, %d down", l, q, l/q, up.Lost, down.Lost)
 	if up.Lost == 0 || down.Lost == 0 {
 		t.Fatal("the proxy lost nothing")
 	}
-	if l < 0.2*c {
-		t.Fatalf("5 %% loss moves %.2f× the clean rate, want at least 0.2×", l/c)
+	if l < q {
+		t.Fatalf("5 %% loss: sctp:// moves %.2f× quic-go's rate, want at least as much", l/q)
 	}
 }
 
