@@ -19,6 +19,12 @@
   const REGIONS = 10;          // buffers drawn per side; the least recently used goes
   const CQ_ROWS = 50;
   const SPEEDS = [1, 5, 25, 100, 1000, 5000, 20000];
+  // Milliseconds a frame plays events for at most, so that the page
+  // answers clicks (Pause among them) while it plays fast: a frame's
+  // share of events past it is dropped, and the replay runs slower than
+  // its speed. Firefox lets a page that plays from one frame into the
+  // next answer nothing until the replay ends.
+  const FRAME_BUDGET = 100;
 
   const R = {
     active: false, model: null, name: "", conn: null, cursor: 0, total: 0,
@@ -643,8 +649,10 @@
       let k = Math.floor(R.acc);
       R.acc -= k;
       const frag = document.createDocumentFragment();
+      const until = performance.now() + FRAME_BUDGET;
       while (k-- > 0) {
         if (!play(frag)) { pause(); break; }
+        if (performance.now() > until) { R.acc = 0; break; }
       }
       flushRows(frag);
       position();
