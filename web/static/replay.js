@@ -24,7 +24,7 @@
   // share of events past it is dropped, and the replay runs slower than
   // its speed. Firefox lets a page that plays from one frame into the
   // next answer nothing until the replay ends.
-  const FRAME_BUDGET = 100;
+  const FRAME_BUDGET = 50;
 
   const R = {
     active: false, model: null, name: "", conn: null, cursor: 0, total: 0,
