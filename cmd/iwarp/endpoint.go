@@ -49,11 +49,14 @@ type linkFlags struct {
 	psk         string
 	pskIdentity string
 	insecureUDP bool
-	certFile    string
-	keyFile     string
-	pcap        string
-	keylog      string
-	deadPeer    time.Duration
+	// insecureSkipVerify lets an sctp:// client connect to a server it
+	// cannot verify (no --fingerprint, no --psk).
+	insecureSkipVerify bool
+	certFile           string
+	keyFile            string
+	pcap               string
+	keylog             string
+	deadPeer           time.Duration
 	// mpa, when set, is the whole MPA configuration (a command with MPA
 	// flags of its own: rping); its PrivateData goes with the set-up
 	// over either transport.
@@ -80,6 +83,7 @@ func (f *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.fingerprint, "fingerprint", "", "sctp:// client: the server certificate's SHA-256 fingerprint (AB:CD:...) to pin")
 	fs.StringVar(&f.psk, "psk", "", "sctp://: a pre-shared key (text) given to both ends instead of certificates")
 	fs.StringVar(&f.pskIdentity, "psk-identity", "iwarp", "sctp://: the name of the pre-shared key")
+	fs.BoolVar(&f.insecureSkipVerify, "insecure-skip-verify", false, "sctp:// client: INSECURE: connect to any server, without --fingerprint or --psk (the traffic is encrypted, but the server is unknown)")
 	fs.BoolVar(&f.insecureUDP, "insecure-udp", false, "sctp://: INSECURE: SCTP over plain UDP (RFC 6951) without DTLS, so no authentication and no encryption; for Linux kernel SCTP and usrsctp peers in labs and tests")
 	fs.StringVar(&f.certFile, "cert", "", "sctp:// listener: PEM certificate file (default: a fresh self-signed one)")
 	fs.StringVar(&f.keyFile, "key", "", "sctp:// listener: PEM private key file for --cert")
@@ -94,6 +98,12 @@ func (f *linkFlags) check(ep endpoint, listening bool) error {
 	}
 	if f.insecureUDP && (ep.scheme == "tcp" || f.fingerprint != "" || f.psk != "" || f.certFile != "" || f.keylog != "") {
 		return usagef("--insecure-udp is sctp:// without DTLS: it takes no --fingerprint, --psk, --cert, --key or --keylog")
+	}
+	if f.insecureSkipVerify && (listening || ep.scheme == "tcp" || f.fingerprint != "" || f.psk != "" || f.insecureUDP) {
+		return usagef("--insecure-skip-verify is for an sctp:// client that has neither --fingerprint nor --psk")
+	}
+	if ep.scheme == "sctp" && !listening && f.fingerprint == "" && f.psk == "" && !f.insecureUDP && !f.insecureSkipVerify {
+		return usagef("an sctp:// client verifies its server: give --fingerprint (the listener prints it) or --psk (the same on both ends); --insecure-skip-verify connects to any server")
 	}
 	if f.fingerprint != "" {
 		if listening {
@@ -313,8 +323,8 @@ func (f *linkFlags) sctpConfig(addr string, listening bool, rec *recorder) (*sct
 		cfg.AcceptAnyClient = true
 		return cfg, false, fp.String(), nil
 	}
-	// A client without --fingerprint or --psk does not verify the
-	// listener: it says so (dial's warning).
+	// A client with --insecure-skip-verify does not verify the listener:
+	// it says so (dial's warning).
 	cfg.InsecureSkipPeerVerification = true
 	return cfg, false, fp.String(), nil
 }
@@ -453,7 +463,7 @@ func dial(ctx context.Context, ep endpoint, f *linkFlags, rec *recorder, qp *rdm
 			return nil, err
 		}
 		if auth = ok; !auth && !f.warnInsecure(stderr) {
-			fmt.Fprintln(stderr, "iwarp: warning: the server is not authenticated (give --fingerprint or --psk)")
+			fmt.Fprintln(stderr, "iwarp: WARNING: --insecure-skip-verify: the server is not authenticated (give --fingerprint or --psk to verify it)")
 		}
 		cfg.SCTP = scfg
 		if f.mpa != nil {
