@@ -918,7 +918,14 @@ func (a *Association) handleChunks(now time.Time, p []byte, skipFirst bool) {
 			a.released = append(a.released, r.Released...)
 		case chunk.TypeHeartbeat:
 			// Echo the value as received (§8.3: "The Heartbeat Info
-			// field ... MUST be returned unchanged"), whatever it holds.
+			// field ... MUST be returned unchanged"). A HEARTBEAT
+			// without its mandatory Heartbeat Info parameter (§3.3.5;
+			// pion/sctp sends one) is discarded: the HEARTBEAT ACK
+			// "MUST contain the Heartbeat Information parameter of the
+			// Heartbeat Request" (§3.3.6), and there is none to return.
+			if _, _, err := chunk.ParseHeartbeat(c); err != nil {
+				continue
+			}
 			v := c.Value()
 			l := 4 + len(v)
 			a.ctl = append(a.ctl, byte(chunk.TypeHeartbeatAck), 0, byte(l>>8), byte(l))
