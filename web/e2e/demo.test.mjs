@@ -292,7 +292,7 @@ try {
     await page.selectOption("#m-stag", tabRegion);
     await page.click("#do-advertise");
     await page.waitForFunction(() => [...document.querySelectorAll("#remote-regions .region.recv.filled .textview")]
-      .some((e) => e.textContent.includes("STag 0x")), null, { timeout: T });
+      .some((e) => e.textContent.includes("As an advertisement (rdmap.RemoteBuffer, 16 octets): STag 0x")), null, { timeout: T });
     await page.click("#do-invalidate");
     await page.waitForSelector(`#local-regions .region.invalid[data-stag="${tabRegion}"]`, { timeout: T });
     await expectText(page, `#local-regions .region[data-stag="${tabRegion}"] .meta`, "INVALID", "invalid region text");

@@ -555,7 +555,9 @@ function updateRegion(side, r) {
   }
   const shown = txt.replace(/·+$/, "");
   div.querySelector(".grid").setAttribute("aria-label", "Contents of " + kind + ": " + (shown || "empty"));
+  const advert = r.recv ? advertOf(data) : null;
   div.querySelector(".textview").textContent = r.len === 8 ? "As a 64-bit number (little-endian, as FetchAdd adds): " + word64(r)
+    : advert ? "As an advertisement (rdmap.RemoteBuffer, 16 octets): " + advert
     : "As text: " + (shown || "(empty)");
 }
 
@@ -861,13 +863,13 @@ function applyEvents(side, events, now, rows) {
   }
 }
 
-// noteAdvert reads an STag advertisement that arrived in a receive buffer.
+// noteAdvert reads an advertisement (rdmap.RemoteBuffer's 16 octets) that
+// arrived in a receive buffer.
 function noteAdvert() {
   for (const r of S.local.regions) {
-    if (!r.recv) continue;
-    const t = new TextDecoder().decode(b64bytes(r.data)).replace(/\0+$/, "");
-    const m = /^STag 0x([0-9a-f]+) TO 0x([0-9a-f]+) len (\d+)/.exec(t);
-    if (m && !r.noted) { r.noted = true; log("The peer advertised " + m[0]); }
+    if (!r.recv || r.noted) continue;
+    const a = advertOf(b64bytes(r.data));
+    if (a) { r.noted = true; log("The peer advertised " + a); }
   }
 }
 
@@ -1284,11 +1286,33 @@ function localStag() {
   return v;
 }
 
+// actAdvertise Sends the chosen region's descriptor in rdmap.RemoteBuffer's
+// 16 octets (STag, TO, length, big-endian): the form iwarp serve and the
+// examples put in the private data of their Accept.
 function actAdvertise() {
   const stag = localStag();
   const reg = S.local.regions.find((r) => r.stag === stag);
   if (!reg) return;
-  doSend(new TextEncoder().encode("STag " + hex(reg.stag) + " TO " + hex(reg.base, 4) + " len " + reg.len), false, 0);
+  const b = new Uint8Array(16);
+  const v = new DataView(b.buffer);
+  v.setUint32(0, reg.stag);
+  v.setBigUint64(4, BigInt(reg.base));
+  v.setUint32(12, reg.len);
+  log("Advertising " + advertText(reg.stag, reg.base, reg.len) + " in a Send: rdmap.RemoteBuffer's 16 octets, as iwarp serve advertises its region in its Accept");
+  doSend(b, false, 0);
+}
+
+// advertText names a remote buffer descriptor.
+function advertText(stag, to, len) { return "STag " + hex(stag) + " TO " + hex(to, 4) + " length " + len; }
+
+// advertOf reads an rdmap.RemoteBuffer at the start of a receive buffer's
+// data, if it names a region of either side; null otherwise.
+function advertOf(data) {
+  if (data.length < 16) return null;
+  const v = new DataView(data.buffer, data.byteOffset, 16);
+  const stag = v.getUint32(0), to = Number(v.getBigUint64(4)), len = v.getUint32(12);
+  const known = [...S.local.regions, ...S.remote.regions].some((r) => !r.recv && r.stag === stag && r.base === to && r.len === len);
+  return known ? advertText(stag, to, len) : null;
 }
 
 function goCmd(op, extra) {
