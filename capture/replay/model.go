@@ -134,6 +134,9 @@ type Event struct {
 	Terminated *TerminatedHeader `json:"terminated,omitempty"`
 	// Why says, in plain words, why nothing was placed or delivered.
 	Why string `json:"why,omitempty"`
+	// Refused marks a segment that a Terminate names: its receiver found
+	// it in error and placed and delivered nothing of it.
+	Refused bool `json:"refused,omitempty"`
 
 	payload []byte
 }

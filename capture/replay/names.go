@@ -51,10 +51,25 @@ func (b *builder) names(e *Event, r *capture.Record, h *ddp.Header, op rdmap.Opc
 			c := &b.m.Events[j]
 			if c.Kind == EventSegment && c.Conn == e.Conn && c.Rec.Src == r.Dst && c.Rec.DDP != nil && th.matches(c.Rec.DDP) {
 				e.Answers = j
+				refused(b.m, c, e)
 				break
 			}
 		}
 	}
+}
+
+// refused undoes the placement of segment c, which the Terminate t names:
+// the peer found it in error, and a segment "MUST be validated before
+// Placement" (RFC 5041 §7.1, tagged and untagged alike), so nothing of it
+// was placed and its message was not delivered.
+func refused(m *Model, c, t *Event) {
+	c.Refused = true
+	if c.Buffer == 0 && len(c.Delivered) == 0 {
+		return
+	}
+	m.Delivered -= len(c.Delivered)
+	c.Buffer, c.Delivered = 0, nil
+	c.Why = fmt.Sprintf("the peer refused it: its Terminate (#%d) names this segment, and nothing of it is placed", t.Rec.N)
 }
 
 func peerKey(conn int, requester string) string { return fmt.Sprint(conn, " ", requester) }

@@ -51,7 +51,9 @@ func event(t *testing.T, m *Model, n int) *Event {
 
 func TestSiwTerminate(t *testing.T) {
 	m := decodeFile(t, "siw-terminate.pcap")
-	if len(m.Conns) != 1 || len(m.Streams) != 2 || m.Segments != 10 || m.Delivered != 10 {
+	// Ten segments; nine messages delivered: siw refused the Send its
+	// Terminate names.
+	if len(m.Conns) != 1 || len(m.Streams) != 2 || m.Segments != 10 || m.Delivered != 9 {
 		t.Fatalf("conns %d streams %d segments %d delivered %d", len(m.Conns), len(m.Streams), m.Segments, m.Delivered)
 	}
 	c := m.Conns[0]
@@ -161,7 +163,7 @@ func TestPlacedBytes(t *testing.T) {
 			}
 			for i := range m.Events {
 				e := &m.Events[i]
-				if e.Kind != EventSegment || e.Rec.CRC == capture.CRCBad || len(e.Payload()) == 0 {
+				if e.Kind != EventSegment || e.Buffer == 0 || len(e.Payload()) == 0 {
 					continue
 				}
 				b := m.Buffers[e.Buffer-1]
@@ -182,6 +184,37 @@ func TestPlacedBytes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A segment that a Terminate names was refused by its receiver, which
+// validates a segment before placing it (RFC 5041 §7.1): the replay places
+// nothing of it and delivers nothing, and says why.
+func TestTerminatedSegmentNotPlaced(t *testing.T) {
+	for _, c := range []struct {
+		file      string
+		term, seg int // record numbers
+	}{
+		{"sends-tcp.pcap", 11, 10},   // a Write to an invalidated STag
+		{"siw-terminate.pcap", 0, 0}, // siw's Terminate: found below
+	} {
+		m := decodeFile(t, c.file)
+		var term *Event
+		for i := range m.Events {
+			if e := &m.Events[i]; e.Terminated != nil && (c.term == 0 || e.Rec.N == c.term) {
+				term = e
+			}
+		}
+		if term == nil || term.Answers < 0 {
+			t.Fatalf("%s: no Terminate naming a segment", c.file)
+		}
+		seg := &m.Events[term.Answers]
+		if c.seg != 0 && seg.Rec.N != c.seg {
+			t.Errorf("%s: the Terminate names record %d, want %d", c.file, seg.Rec.N, c.seg)
+		}
+		if !seg.Refused || seg.Buffer != 0 || len(seg.Delivered) != 0 || !strings.Contains(seg.Why, "refused") {
+			t.Errorf("%s: the refused segment #%d lands in buffer %d, delivers %v, why %q", c.file, seg.Rec.N, seg.Buffer, seg.Delivered, seg.Why)
+		}
 	}
 }
 

@@ -161,10 +161,30 @@ func writeExpectations(t *testing.T, dir, name string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A tagged segment that a Terminate names, by the DDP header it
+	// carries (RFC 5040 §4.8), was refused by its receiver.
+	type named struct {
+		peer string // the refused segment's receiver: the Terminate's sender
+		stag uint32
+		to   uint64
+	}
+	refused := map[named]bool{}
+	for _, r := range recs {
+		if r.Terminate == nil || len(r.Raw) < ddp.UntaggedHeaderLen {
+			continue
+		}
+		tm, _, err := rdmap.ParseTerminate(r.Raw[ddp.UntaggedHeaderLen:])
+		if err != nil || !tm.D {
+			continue
+		}
+		if h, _, err := ddp.ParseHeader(tm.DDPHeader); err == nil && h.Tagged {
+			refused[named{r.Src, h.STag, h.TO}] = true
+		}
+	}
 	ps := []placed{}
 	for _, r := range recs {
 		// Zero-length Writes (an RTR) place nothing.
-		if r.DDP == nil || !r.DDP.Tagged || r.CRC == capture.CRCBad || len(r.Raw) <= ddp.TaggedHeaderLen {
+		if r.DDP == nil || !r.DDP.Tagged || r.CRC == capture.CRCBad || len(r.Raw) <= ddp.TaggedHeaderLen || refused[named{r.Dst, r.DDP.STag, r.DDP.TO}] {
 			continue
 		}
 		ps = append(ps, placed{N: r.N, Owner: r.Dst, STag: r.DDP.STag, TO: r.DDP.TO, Hex: hex.EncodeToString(r.Raw[ddp.TaggedHeaderLen:])})

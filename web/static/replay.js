@@ -472,6 +472,7 @@
     if (r.crc) ds.crc = r.crc;
     if (r.terminate) ds.term = r.terminate.layer + "/" + r.terminate.etype + "/" + r.terminate.ecode;
     if (e.buffer) { ds.buffer = e.buffer; ds.offset = e.offset; }
+    if (e.refused) ds.refused = 1;
     const b = document.createElement("button");
     b.type = "button";
     const main = document.createElement("span");
@@ -479,7 +480,7 @@
     main.textContent = rowText(e);
     const st = document.createElement("span");
     st.className = "arr";
-    st.textContent = e.buffer ? "placed" : e.why ? "not placed" : r.ddp ? "0 octets" : "";
+    st.textContent = e.buffer ? "placed" : e.refused ? "refused" : e.why ? "not placed" : r.ddp ? "0 octets" : "";
     if (e.why) st.title = e.why;
     b.append(main, " ", st);
     b.addEventListener("click", () => select(e.i, b));
