@@ -75,7 +75,11 @@ func TestRecordSessions(t *testing.T) {
 	if err := as[1].QP.PostWrite(rdmap.WriteWR{ID: 3, SGL: []rdmap.SGE{{MR: over, Length: 32}}, RemoteSTag: regions[1].STag(), RemoteTO: regions[1].Base() + 48}); err != nil {
 		t.Fatal(err)
 	}
-	<-as[1].QP.Terminated()
+	select {
+	case <-as[1].QP.Terminated():
+	case <-testCtx(t).Done():
+		t.Fatal("no Terminate for a Write past the region's end")
+	}
 	var te *term.Error
 	if err := as[1].QP.Err(); !errors.As(err, &te) || !te.Remote || te.Layer != term.LayerDDP {
 		t.Fatalf("session 2 stopped with %v, want the peer's DDP Terminate", err)
