@@ -1,7 +1,6 @@
 package iwarp_test
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 
@@ -47,24 +46,7 @@ func TestDialListenPlainUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, _ := cli.pd.RegisterMemory([]byte("placed over plain UDP"), 0, 0)
-	sink, _ := cli.pd.RegisterMemory(make([]byte, src.Len()), 0, rdmap.LocalWrite)
-	wr, _ := rb.Write(1, src, 0, uint32(src.Len()))
-	rr, _ := rb.Read(2, sink, 0, uint32(src.Len()))
-	if err := cli.qp.PostWrite(wr); err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.qp.PostRead(rr); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if cp, err := cli.cq.Wait(ctxT(t)); err != nil || cp.Status != rdmap.StatusSuccess {
-			t.Fatalf("completion %+v, %v", cp, err)
-		}
-	}
-	if !bytes.Equal(sink.Bytes(), src.Bytes()) {
-		t.Fatal("read back other bytes")
-	}
+	writeReadBack(t, cli, rb, 0, "placed over plain UDP")
 
 	both := plain()
 	both.PSK, both.PSKIdentity = []byte("k"), []byte("i")

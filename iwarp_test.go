@@ -28,6 +28,30 @@ type side struct {
 	qp  *rdmap.QueuePair
 }
 
+// writeReadBack Writes text into rb at off from cli and Reads it back
+// into a region of its own, checking every octet and both completions.
+func writeReadBack(t *testing.T, cli *side, rb rdmap.RemoteBuffer, off uint64, text string) {
+	t.Helper()
+	src, _ := cli.pd.RegisterMemory([]byte(text), 0, 0)
+	sink, _ := cli.pd.RegisterMemory(make([]byte, src.Len()), 0, rdmap.LocalWrite)
+	wr, _ := rb.Write(1, src, off, uint32(src.Len()))
+	rr, _ := rb.Read(2, sink, off, uint32(src.Len()))
+	if err := cli.qp.PostWrite(wr); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.qp.PostRead(rr); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if cp, err := cli.cq.Wait(ctxT(t)); err != nil || cp.Status != rdmap.StatusSuccess {
+			t.Fatalf("completion %+v, %v", cp, err)
+		}
+	}
+	if !bytes.Equal(sink.Bytes(), src.Bytes()) {
+		t.Fatal("read back other bytes")
+	}
+}
+
 func newSide(t *testing.T) *side {
 	s := &side{dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
 	s.pd = s.dev.NewProtectionDomain()
@@ -129,24 +153,7 @@ func TestDialListen(t *testing.T) {
 			if err != nil || rb != region.Remote() {
 				t.Fatalf("advertised %v, %v", rb, err)
 			}
-			src, _ := cli.pd.RegisterMemory([]byte("placed by an RDMA Write"), 0, 0)
-			sink, _ := cli.pd.RegisterMemory(make([]byte, src.Len()), 0, rdmap.LocalWrite)
-			wr, _ := rb.Write(1, src, 100, uint32(src.Len()))
-			rr, _ := rb.Read(2, sink, 100, uint32(src.Len()))
-			if err := cli.qp.PostWrite(wr); err != nil {
-				t.Fatal(err)
-			}
-			if err := cli.qp.PostRead(rr); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				if cp, err := cli.cq.Wait(ctxT(t)); err != nil || cp.Status != rdmap.StatusSuccess {
-					t.Fatalf("completion %+v, %v", cp, err)
-				}
-			}
-			if !bytes.Equal(sink.Bytes(), src.Bytes()) {
-				t.Fatal("read back other bytes")
-			}
+			writeReadBack(t, cli, rb, 100, "placed by an RDMA Write")
 			// The client closes: the server's stream ends as a
 			// disconnect.
 			if err := c.Shutdown(ctxT(t)); err != nil {

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"net"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -36,16 +35,7 @@ func (c *muxConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *muxConn) Write(p []byte) (int, error) {
-	select {
-	case <-c.done:
-		return 0, net.ErrClosed
-	case <-c.wd.Done():
-		return 0, os.ErrDeadlineExceeded
-	default:
-	}
-	return c.m.conn.WriteToUDPAddrPort(p, c.raddr)
-}
+func (c *muxConn) Write(p []byte) (int, error) { return c.WriteTo(p, nil) }
 
 // adopt creates the conn of raddr once its COOKIE ECHO d has been
 // authenticated: established from the start, outside the DTLS handshake

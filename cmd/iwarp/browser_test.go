@@ -2,12 +2,19 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/web"
 )
 
 // pageBrowser is a browser the page's tests drive (web/e2e/browser.mjs):
@@ -129,4 +136,26 @@ func startServing(t *testing.T, cmd *exec.Cmd) (string, *syncWriter) {
 		t.Fatalf("%s printed no address; stderr:\n%s", name, stderr.String())
 		return "", nil
 	}
+}
+
+// serveDemo serves the demo's page with assets on a loopback port until
+// the test ends, and returns its URL.
+func serveDemo(t *testing.T, assets web.Assets) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncWriter
+	d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String() + "/"
 }

@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/web"
 )
 
@@ -35,24 +30,10 @@ func TestDemoInBrowser(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var log syncWriter
-		d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
-		sctx, stop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- d.Serve(sctx, ln) }()
-		defer func() {
-			stop()
-			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("serve: %v", err)
-			}
-		}()
+		url := serveDemo(t, assets)
 
 		artifacts := filepath.Join(b.root, ".artifacts", "demo-e2e", b.name)
-		cmd := exec.CommandContext(ctx, b.node, "demo.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
+		cmd := exec.CommandContext(ctx, b.node, "demo.test.mjs", url)
 		cmd.Dir = b.e2e
 		cmd.Env = b.env(artifacts)
 		if raceEnabled {

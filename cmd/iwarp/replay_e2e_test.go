@@ -6,10 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,7 +17,6 @@ import (
 	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/web"
@@ -52,25 +48,11 @@ func TestReplayInBrowser(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var log syncWriter
-		d := demo.New(demo.Config{Assets: assets, Log: &log, Addr: ln.Addr()})
-		sctx, stop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- d.Serve(sctx, ln) }()
-		defer func() {
-			stop()
-			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("serve: %v", err)
-			}
-		}()
+		url := serveDemo(t, assets)
 
 		artifacts := filepath.Join(b.root, ".artifacts", "replay-e2e", b.name)
 		nj, _ := json.Marshal(names)
-		cmd := exec.CommandContext(ctx, b.node, "replay.test.mjs", fmt.Sprintf("http://%s/", ln.Addr()))
+		cmd := exec.CommandContext(ctx, b.node, "replay.test.mjs", url)
 		cmd.Dir = b.e2e
 		cmd.Env = append(b.env(artifacts), "IWARP_REPLAY_DATA="+dir, "IWARP_REPLAY_CAPTURES="+string(nj))
 		if raceEnabled {
