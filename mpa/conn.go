@@ -97,7 +97,8 @@ type Config struct {
 }
 
 // A Tracer receives the MPA stream of one connection (Config.Trace).
-// Octets is called as octets are sent (fromLocal) and received, from the
+// Octets is called with the octets handed to the connection to send
+// (fromLocal), before they leave, and with those received, from the
 // goroutines that send and receive, so the two directions may overlap; b
 // is valid only during the call. Close is called once, when the
 // connection closes.
@@ -514,12 +515,13 @@ func (t *tracedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Write traces b as it is handed to the connection, before the peer can
+// have answered it, so that the answer, read on another goroutine, is
+// never traced first. On a failed Write the trace holds octets that did
+// not leave: the connection is over then.
 func (t *tracedConn) Write(b []byte) (int, error) {
-	n, err := t.Conn.Write(b)
-	if n > 0 {
-		t.t.Octets(true, b[:n])
-	}
-	return n, err
+	t.t.Octets(true, b)
+	return t.Conn.Write(b)
 }
 
 func (t *tracedConn) Close() error {

@@ -153,8 +153,8 @@ func (c *capture) writePcap(path string) error {
 				evs = append(evs, ev{t: times[min(k, len(times)-1)], conn: i, kind: 1, fromClient: dir, b: u})
 			}
 		}
-		// The trace records what is sent once Write returns, so the
-		// Reply read may be recorded before the Request that caused it;
+		// A relay traces each direction on a goroutine of its own, so
+		// the Reply may be recorded before the Request that caused it;
 		// a dissector needs the Request first.
 		if req, rep := first[true], first[false]; req < len(evs) && rep < len(evs) && evs[req].fromClient && !evs[rep].fromClient &&
 			!evs[req].t.Before(evs[rep].t) {
