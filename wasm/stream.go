@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"syscall/js"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )

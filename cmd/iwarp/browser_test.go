@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/web"
 )
 

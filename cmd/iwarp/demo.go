@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/web"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/web"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/iwarpgo/iwarp/capture/replay"
-	"github.com/iwarpgo/iwarp/internal/demo"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/web"
 )
 

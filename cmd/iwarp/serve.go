@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/responder"
-	"github.com/iwarpgo/iwarp/internal/demo"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/pion/webrtc/v4"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/datachannel"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 )
 
 // get fetches path with the given headers, without the Transport's own

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 )
 
 // Layout of the Go peer's memory when a page connects, per queue pair.

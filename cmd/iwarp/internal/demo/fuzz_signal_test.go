@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 )
 
 // The signaling harness: a Server with tabs that have no WebSocket. The

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 )
 
 // The Go peer's shared counter: a page FetchAdds it over the data channel

@@ -9,7 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/iwarpgo/iwarp/internal/demo/peer"
+	"github.com/iwarpgo/iwarp/internal/peer"
 	"github.com/iwarpgo/iwarp/mpa"
 )
 

@@ -1,0 +1,476 @@
+//go:build !js
+
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
+	wpeer "github.com/iwarpgo/iwarp/internal/peer"
+	"github.com/iwarpgo/iwarp/web"
+)
+
+// startDemo runs the demo's server in the test, on a loopback port, and
+// returns its URL.
+func startDemo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := web.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := demo.New(demo.Config{Assets: assets, Addr: ln.Addr()})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("demo: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func dialLabPage(t *testing.T, ctx context.Context, url string, o demo.PageOptions) *demo.Page {
+	t.Helper()
+	p, err := demo.DialPage(ctx, url, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// waitGo waits for the Go peer's events until ok holds.
+func waitGo(t *testing.T, ctx context.Context, p *demo.Page, what string, ok func(wpeer.Event) bool) {
+	t.Helper()
+	if err := p.WaitEvents(ctx, ok); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// refusedOnceInvalid waits until the page sees the Go peer's memory mem
+// invalid after what, then Writes to it and waits for the Terminate that
+// refuses the Write: Invalid Steering Tag.
+func refusedOnceInvalid(t *testing.T, ctx context.Context, p *demo.Page, mem *wpeer.Region, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Region("Go peer memory").Valid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Go peer's memory is still valid after %s", what)
+		}
+		p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil })
+	}
+	if _, err := p.Peers[0].Write([]byte("too late"), mem.STag, mem.Base); err != nil {
+		t.Fatal(err)
+	}
+	waitGo(t, ctx, p, "the Write after "+what, func(e wpeer.Event) bool {
+		return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+	})
+}
+
+// labText is what the page's "Write 1,000 octets" writes.
+func labText(n int) []byte {
+	var b []byte
+	for i := 0; len(b) < n; i++ {
+		b = fmt.Appendf(b, "[%03d direct data placement] ", i)
+	}
+	return b[:n]
+}
+
+// TestLabDemoObservations checks what labs 1 to 3 tell students to
+// expect in the browser, with the page played by Go over the same server
+// and transports (demo.Page): the browser test (cmd/iwarp
+// TestDemoInBrowser) checks the page itself.
+func TestLabDemoObservations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sessions over WebRTC and MPA; not with -short")
+	}
+	url := startDemo(t)
+	t.Run("lab1", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p := dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem := p.Region("Go peer memory")
+		if mem == nil || mem.Len != 1024 {
+			t.Fatalf("the Go peer's memory: %+v", mem)
+		}
+		q := p.Peers[0]
+		// Step 2: a Write lands at offset 16 in segments of at most 50
+		// octets, and the Go peer completes nothing.
+		if _, err := q.Write([]byte("hello, placement"), mem.STag, mem.Base+16); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write", func(e wpeer.Event) bool {
+			if e.Kind == "completion" {
+				t.Errorf("the Go peer completed %s for an RDMA Write", e.Op)
+			}
+			if e.Kind == "segment-placed" && (e.Len > 50 || !e.Tagged) {
+				t.Errorf("segment %+v", e)
+			}
+			return e.Kind == "message-delivered" && e.Tagged
+		})
+		if r := p.Region("Go peer memory"); string(r.Data[16:32]) != "hello, placement" {
+			t.Errorf("offset 16: %q", r.Data[16:32])
+		}
+		// Step 3: the Send lands in receive buffer MSN 1, a RECV of 8.
+		if _, err := q.Send([]byte("untagged"), false, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Send", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" && (e.Tagged || e.QN != 0 || e.MSN != 1 || e.MO != 0) {
+				t.Errorf("the Send's segment %+v", e)
+			}
+			return e.Kind == "completion" && e.Op == "RECV" && e.Len == 8
+		})
+		// Step 4: the Go peer decodes a Send with Solicited Event.
+		if _, err := q.Send([]byte("SE"), true, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Send with SE", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" && e.Op != "Send with Solicited Event" {
+				t.Errorf("the Go peer placed a %q", e.Op)
+			}
+			return e.Kind == "segment-placed"
+		})
+		// Step 5: the Read Request is untagged on queue 1; the Response
+		// tagged, to the page's sink.
+		sink := q.Regions()[0]
+		if _, err := q.Read(16, mem.STag, mem.Base+16, sink.STag, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Read Request", func(e wpeer.Event) bool {
+			return e.Kind == "segment-placed" && !e.Tagged && e.QN == 1 && e.Op == "RDMA Read Request"
+		})
+		deadline := time.Now().Add(10 * time.Second)
+		for string(q.Regions()[0].Data[:16]) != "hello, placement" {
+			if time.Now().After(deadline) {
+				t.Fatalf("the Read sink: %q", q.Regions()[0].Data[:16])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Step 6: a Send with no buffer left terminates the stream.
+		if _, err := q.Send([]byte("one too many"), false, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Terminate", func(e wpeer.Event) bool {
+			return e.Kind == "terminate" && strings.Contains(e.CodeName, "no buffer available")
+		})
+	})
+	t.Run("lab2", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		text := labText(1000)
+		// The data channel at 48 octets: 30 segments, 29 of 34 and one of 14.
+		p := dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48})
+		mem := p.Region("Go peer memory")
+		if _, err := p.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		var lens []uint32
+		waitGo(t, ctx, p, "the Write", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" {
+				lens = append(lens, e.Len)
+			}
+			return e.Kind == "message-delivered"
+		})
+		n34 := 0
+		for _, l := range lens {
+			if l == 34 {
+				n34++
+			}
+		}
+		if len(lens) != 30 || n34 != 29 {
+			t.Errorf("segments of %v", lens)
+		}
+		// MPA with Markers: segments of 128 octets, FPDUs of 136 (plus
+		// 4 per Marker), a Marker at every multiple of 512.
+		m := dialLabPage(t, ctx, url, demo.PageOptions{MPA: true, Markers: true, MULPDU: 48})
+		mem = m.Region("Go peer memory")
+		if _, err := m.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, m, "the Write over MPA", func(e wpeer.Event) bool { return e.Kind == "message-delivered" && e.Len == 1000 })
+		var full, last, markers int
+		for _, e := range m.FPDUs() {
+			if e.Kind != "fpdu" || !e.Out || e.Op != "RDMA Write" || e.Len == 0 {
+				continue
+			}
+			switch {
+			case e.ULPDU == 128 && e.Pad == 2 && e.Wire == 136+4*len(e.Markers) && e.Len == 114:
+				full++
+			case e.ULPDU == 102 && e.Pad == 0 && e.Wire == 108+4*len(e.Markers) && e.Len == 88:
+				last++
+			default:
+				t.Errorf("FPDU %+v", e)
+			}
+			for _, k := range e.Markers {
+				if (e.Pos+uint64(k))%512 != 0 {
+					t.Errorf("a Marker at %d+%d", e.Pos, k)
+				}
+			}
+			markers += len(e.Markers)
+		}
+		if full != 8 || last != 1 || markers < 1 {
+			t.Errorf("%d full FPDUs, %d last, %d Markers: want 8, 1, 1+", full, last, markers)
+		}
+		// The rows the lab quotes: the RTR first, behind the Marker at
+		// position 0; FPDU #3 @296 at TO 0x10e4; Markers in #4 and #8.
+		checkLab2Rows(t, m.FPDUs(), []lab2Row{
+			{seq: 0, pos: 0, wire: 24, ulpdu: 14, len: 0, markers: []int{0}},
+			{seq: 3, pos: 296, wire: 136, ulpdu: 128, len: 114, to: 0x10e4},
+			{seq: 4, pos: 432, wire: 140, ulpdu: 128, len: 114, markers: []int{80}},
+			{seq: 8, pos: 980, wire: 140, ulpdu: 128, len: 114, markers: []int{44}},
+			{seq: 9, pos: 1120, wire: 108, ulpdu: 102, len: 88},
+		})
+		// Without Markers: the RTR is 20 octets and #3 is @292.
+		nm := dialLabPage(t, ctx, url, demo.PageOptions{MPA: true, MULPDU: 48})
+		mem = nm.Region("Go peer memory")
+		if _, err := nm.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, nm, "the Write over MPA without Markers", func(e wpeer.Event) bool { return e.Kind == "message-delivered" && e.Len == 1000 })
+		checkLab2Rows(t, nm.FPDUs(), []lab2Row{
+			{seq: 0, pos: 0, wire: 20, ulpdu: 14, len: 0},
+			{seq: 3, pos: 292, wire: 136, ulpdu: 128, len: 114, to: 0x10e4},
+		})
+	})
+	t.Run("lab10", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// Step 5: a Send with Invalidate for the Go peer's memory
+		// invalidates it; a Write to it then terminates the stream.
+		p := dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem := p.Region("Go peer memory")
+		if _, err := p.Peers[0].Send([]byte("done"), false, mem.STag); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Send with Invalidate", func(e wpeer.Event) bool {
+			return e.Kind == "completion" && e.Op == "RECV"
+		})
+		refusedOnceInvalid(t, ctx, p, mem, "the Send with Invalidate")
+		p.Close()
+		// The Go peer's own Invalidate button: a Local Invalidate.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem = p.Region("Go peer memory")
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "invalidate", STag: mem.STag}); err != nil {
+			t.Fatal(err)
+		}
+		refusedOnceInvalid(t, ctx, p, mem, "its Invalidate")
+	})
+	t.Run("lab3", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+		defer cancel()
+		text := labText(1000)
+		reorder := &demo.Impairment{Preset: "reordering path"}
+		// overtaking writes the text up to tries times and returns how
+		// many of the Go peer's placements came before an earlier
+		// segment, checking the memory each time.
+		overtaking := func(p *demo.Page, tries int) int {
+			mem := p.Region("Go peer memory")
+			over, floor := 0, uint32(0)
+			placed := map[uint32]bool{}
+			for i := 0; i < tries && over == 0; i++ {
+				if _, err := p.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+					t.Fatal(err)
+				}
+				waitGo(t, ctx, p, "the Write", func(e wpeer.Event) bool {
+					if e.Kind == "segment-placed" {
+						if e.Seq > floor {
+							over++
+						}
+						placed[e.Seq] = true
+						for placed[floor] {
+							delete(placed, floor)
+							floor++
+						}
+					}
+					return e.Kind == "message-delivered" && e.Len == 1000
+				})
+				deadline := time.Now().Add(5 * time.Second)
+				for r := p.Region("Go peer memory"); !bytes.Equal(r.Data[:1000], text); r = p.Region("Go peer memory") {
+					if time.Now().After(deadline) {
+						t.Fatalf("the Go peer's memory is not the text written")
+					}
+					if _, err := p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil }); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			return over
+		}
+		// Step 3: unordered, on the reordering path: segments overtake.
+		p := dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: reorder})
+		if n := overtaking(p, 10); n == 0 {
+			t.Error("unordered on the reordering path: no segment overtook another")
+		}
+		p.Close()
+		// Step 4: the bad path with the Loss slider at 20 %: a Write meets
+		// a retransmission pause, and unordered, later segments are
+		// placed before it ends.
+		lossy := &demo.Impairment{Loss: lab3Loss, Delay: 10, Jitter: 40}
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}})
+		setImpair(t, ctx, p, lossy)
+		if pause, hole, _ := lossPauses(t, ctx, p, 25, true); !pause || !hole {
+			t.Errorf("unordered at %v %% loss: a pause %v, with later segments placed during it %v", lab3Loss, pause, hole)
+		}
+		p.Close()
+		// Step 5: ordered, on the same lossy path: the pause holds every
+		// later segment back, and none overtakes.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: &demo.Impairment{Preset: "bad path"}, Ordered: true})
+		setImpair(t, ctx, p, lossy)
+		if pause, hole, over := lossPauses(t, ctx, p, 25, false); !pause || hole || over != 0 {
+			t.Errorf("ordered at %v %% loss: a pause %v, segments placed during it %v, %d overtook", lab3Loss, pause, hole, over)
+		}
+		p.Close()
+		// Step 7: MPA over TCP: none does.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: reorder, MPA: true})
+		if n := overtaking(p, 3); n != 0 {
+			t.Errorf("MPA: %d segments overtook", n)
+		}
+		p.Close()
+		// Step 6: stream 1 held, stream 3 goes on.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64, Streams: 2})
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "hold", QP: 0, MS: 1500}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx, func(m demo.Message) bool { return m.Type == "go-log" && strings.Contains(m.Text, "not reading") }); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var delivered [2]int
+		var held [2]int
+		for i := 0; time.Since(start) < 1200*time.Millisecond; i++ {
+			for qp, name := range []string{"Go peer memory", "Go peer memory, stream 3"} {
+				r := p.Region(name)
+				if _, err := p.Peers[qp].Write([]byte(fmt.Sprintf("%04d", i)), r.STag, r.Base+uint64(i*4%1000)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wctx, wcancel := context.WithTimeout(ctx, 40*time.Millisecond)
+			p.WaitEvents(wctx, func(e wpeer.Event) bool {
+				if e.Kind == "message-delivered" {
+					delivered[e.QP]++
+					if time.Since(start) < 1200*time.Millisecond {
+						held[e.QP]++
+					}
+				}
+				return false
+			})
+			wcancel()
+		}
+		if held[0] != 0 || held[1] < 10 {
+			t.Errorf("while stream 1 was held: %d of its messages delivered, %d of stream 3's", held[0], held[1])
+		}
+		waitGo(t, ctx, p, "stream 1 catching up", func(e wpeer.Event) bool {
+			if e.Kind == "message-delivered" {
+				delivered[e.QP]++
+			}
+			return delivered[0] >= delivered[1]
+		})
+	})
+}
+
+// lab2Row is what lab 2 says one FPDU row of the ladder shows.
+type lab2Row struct {
+	seq         uint32
+	pos         uint64
+	wire, ulpdu int
+	len         uint32
+	to          uint64 // 0: not quoted
+	markers     []int
+}
+
+// checkLab2Rows checks the page's outgoing FPDUs: ten in all (the RTR and
+// the Write's nine), and the rows lab 2 quotes.
+func checkLab2Rows(t *testing.T, events []wpeer.Event, want []lab2Row) {
+	t.Helper()
+	var out []wpeer.Event
+	for _, e := range events {
+		if e.Kind == "fpdu" && e.Out {
+			out = append(out, e)
+		}
+	}
+	if len(out) != 10 {
+		t.Errorf("%d FPDUs sent, lab 2 says 10", len(out))
+		return
+	}
+	for _, w := range want {
+		e := out[w.seq]
+		ok := e.Seq == w.seq && e.Pos == w.pos && e.Wire == w.wire && e.ULPDU == w.ulpdu && e.Len == w.len &&
+			e.Op == "RDMA Write" && (w.to == 0 || e.TO == w.to) && fmt.Sprint(e.Markers) == fmt.Sprint(w.markers)
+		if !ok {
+			t.Errorf("FPDU #%d: %+v, lab 2 says %+v", w.seq, e, w)
+		}
+	}
+}
+
+// lab3Loss is the Loss slider's setting of lab 3 steps 4 and 5.
+const lab3Loss = 20
+
+// lab3Pause is the gap between two placements that lab 3 calls a
+// retransmission pause: SCTP's retransmission timer starts at 1 s (RFC
+// 9260 §16), and a fast retransmission waits for three SACKs.
+const lab3Pause = 250 * time.Millisecond
+
+func setImpair(t *testing.T, ctx context.Context, p *demo.Page, im *demo.Impairment) {
+	t.Helper()
+	if err := p.Send(ctx, demo.Message{Type: "impair", Impair: im}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx, func(m demo.Message) bool { return m.Type == "impair" }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lossPauses writes lab 3's 1,000 octets up to tries times, until a
+// Write shows a pause of lab3Pause between two placements (and, if
+// wantHole, one during which a later segment had been placed before an
+// earlier one was: the hole the retransmission fills). It returns
+// whether a pause was seen, whether one came with a hole, and how many
+// placements overtook an earlier segment.
+func lossPauses(t *testing.T, ctx context.Context, p *demo.Page, tries int, wantHole bool) (pause, hole bool, over int) {
+	t.Helper()
+	text := labText(1000)
+	mem := p.Region("Go peer memory")
+	floor := uint32(0) // a new page's stream starts at 0
+	placed := map[uint32]bool{}
+	for i := 0; i < tries && !(pause && (hole || !wantHole)); i++ {
+		if _, err := p.Peers[0].Write(text, mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		last := time.Time{}
+		waitGo(t, ctx, p, "the Write on the lossy path", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" {
+				now := time.Now()
+				if !last.IsZero() && now.Sub(last) >= lab3Pause {
+					pause = true
+					hole = hole || len(placed) > 0
+				}
+				last = now
+				if e.Seq > floor {
+					over++
+				}
+				placed[e.Seq] = true
+				for placed[floor] {
+					delete(placed, floor)
+					floor++
+				}
+			}
+			return e.Kind == "message-delivered" && e.Len == 1000
+		})
+	}
+	return pause, hole, over
+}
