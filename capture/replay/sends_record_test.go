@@ -18,7 +18,7 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-var updateCaptures = flag.Bool("update", false, "record the bundled captures this package records (web/static/captures/sends-tcp.pcap)")
+var updateCaptures = flag.Bool("update", false, "record the bundled captures this package records (web/static/captures/sends-tcp.pcap, windows-tcp.pcap)")
 
 // sendsCapture is the bundled capture of every Send variant.
 const sendsCapture = "sends-tcp.pcap"
