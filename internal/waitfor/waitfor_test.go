@@ -1,0 +1,34 @@
+package waitfor
+
+import (
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestUntilHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		time.AfterFunc(time.Second, func() { n.Store(1) })
+		start := time.Now()
+		if !Until(5*time.Second, func() bool { return n.Load() == 1 }) {
+			t.Fatal("Until did not see the condition hold")
+		}
+		if d := time.Since(start); d < time.Second || d > time.Second+maxInterval {
+			t.Fatalf("Until returned after %v, want within %v of 1s", d, maxInterval)
+		}
+	})
+}
+
+func TestUntilTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if Until(3*time.Second, func() bool { return false }) {
+			t.Fatal("Until reported a condition that never holds")
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Fatalf("Until gave up after %v, want 3s", d)
+		}
+	})
+}
