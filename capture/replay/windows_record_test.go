@@ -212,12 +212,9 @@ func recordWindows(t *testing.T, path string) windowsRun {
 	case <-ctx.Done():
 		t.Fatal("no Terminate for a Write to an invalidated window")
 	}
-	if err := alice.QP.Err(); !errors.Is(err, term.DDPInvalidSTag) {
-		t.Fatalf("alice stopped with %v, want bob's DDP Terminate, Invalid STag", err)
-	}
 	var te *term.Error
-	if err := alice.QP.Err(); !errors.As(err, &te) || !te.Remote {
-		t.Fatalf("alice stopped with %v, want the Terminate from bob", err)
+	if err := alice.QP.Err(); !errors.Is(err, term.DDPInvalidSTag) || !errors.As(err, &te) || !te.Remote {
+		t.Fatalf("alice stopped with %v, want bob's Terminate, DDP Invalid STag", err)
 	}
 	// bob's queue pair ended with his Terminate, after placing the
 	// Writes before it: his region is read after that.
