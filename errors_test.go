@@ -14,6 +14,7 @@ import (
 
 	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/internal/udprelay"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -211,17 +212,11 @@ func TestWrongKeyFailsAtOnce(t *testing.T) {
 	if d := time.Since(start); d > time.Second || !errors.Is(err, iwarp.ErrHandshake) || !errors.Is(err, sctpddp.ErrPSKMismatch) || !strings.Contains(err.Error(), `"iwarp"`) {
 		t.Fatalf("after %v: %v", d, err)
 	}
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.True(t, time.Second, func() bool {
 		mu.Lock()
-		n := len(refused)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the listener did not hear of the wrong key")
-		}
-	}
+		defer mu.Unlock()
+		return len(refused) > 0
+	}, "the listener did not hear of the wrong key")
 	mu.Lock()
 	why := refused[0]
 	mu.Unlock()

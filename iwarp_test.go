@@ -17,6 +17,7 @@ import (
 
 	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -85,14 +86,8 @@ func openFDs(t *testing.T) int {
 
 // settle waits for the goroutine count to come down to at most n.
 func settle(n int) int {
-	var g int
-	for range 100 {
-		if g = runtime.NumGoroutine(); g <= n {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return g
+	waitfor.Until(2*time.Second, func() bool { return runtime.NumGoroutine() <= n })
+	return runtime.NumGoroutine()
 }
 
 // The lifecycle over each transport: the server advertises a region in
@@ -186,14 +181,9 @@ func TestDialListen(t *testing.T) {
 				}
 				return slices.Clone(events), len(want) == 0
 			}
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				got, ok := seen()
-				if ok {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("events %v", got)
-				}
+			if !waitfor.Until(5*time.Second, func() bool { _, ok := seen(); return ok }) {
+				got, _ := seen()
+				t.Fatalf("events %v", got)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/trace"
 )
@@ -221,12 +222,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 // eventually polls cond every 100 µs for up to five seconds and reports
 // whether it became true.
 func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
+	return waitfor.Until(5*time.Second, cond)
 }
 
 // A waiter that leaves withdraws its request for the token: a request

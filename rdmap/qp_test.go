@@ -11,6 +11,7 @@ import (
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/ddp/ddptest"
 	"github.com/iwarpgo/iwarp/internal/leaktest"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -234,12 +235,7 @@ func TestSendWithInvalidate(t *testing.T) {
 // eventually polls cond every millisecond for up to five seconds and
 // reports whether it became true.
 func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
+	return waitfor.Until(5*time.Second, cond)
 }
 
 func waitState(t testing.TB, qp *QueuePair, want State) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // Local teardown against a receive side that is placing and delivering
@@ -131,10 +132,7 @@ func TestTeardownRacesRevokeReads(t *testing.T) {
 	copy(src.Bytes(), bytes.Repeat([]byte{0xee}, 256))
 	// Whatever the queue pair sends from now on was sent already or is a
 	// Terminate; give it the time to send the rest.
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) && s.qp.State() == StateRunning && len(peer.segsNow()) < 8 {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(50*time.Millisecond, func() bool { return s.qp.State() != StateRunning || len(peer.segsNow()) >= 8 })
 	for _, seg := range peer.segsNow() {
 		h, hl, err := ddp.ParseHeader(seg)
 		if err != nil {

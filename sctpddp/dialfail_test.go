@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // A port where nothing listens fails as soon as the kernel's ICMP port
@@ -79,17 +81,11 @@ func TestWrongPSKFailsBothSidesAtOnce(t *testing.T) {
 	if !errors.Is(err, ErrHandshake) || !errors.Is(err, ErrPSKMismatch) || !strings.Contains(err.Error(), `"node-a"`) {
 		t.Fatalf("client: %v", err)
 	}
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.True(t, time.Second, func() bool {
 		mu.Lock()
-		n := len(refused)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not report the refusal within %v", time.Since(start))
-		}
-	}
+		defer mu.Unlock()
+		return len(refused) > 0
+	}, "the server did not report the refusal within a second")
 	mu.Lock()
 	defer mu.Unlock()
 	if why := refused[0]; !errors.Is(why, ErrHandshake) || !errors.Is(why, ErrPSKMismatch) || !strings.Contains(why.Error(), `"node-a"`) {
@@ -122,17 +118,14 @@ func TestWrongPSKIdentityFailsAtOnce(t *testing.T) {
 // first waits up to a second for the first refusal.
 func (r *refusals) first(t *testing.T) error {
 	t.Helper()
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.True(t, time.Second, func() bool {
 		r.mu.Lock()
-		if len(r.why) > 0 {
-			defer r.mu.Unlock()
-			return r.why[0]
-		}
-		r.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("the listener heard of no refusal within a second")
-		}
-	}
+		defer r.mu.Unlock()
+		return len(r.why) > 0
+	}, "the listener heard of no refusal within a second")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.why[0]
 }
 
 // A server that pins another fingerprint refuses the client's certificate

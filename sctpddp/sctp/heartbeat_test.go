@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
@@ -42,7 +43,7 @@ func TestHeartbeatWithoutInfoDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acks [][]byte
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.Until(5*time.Second, func() bool {
 		acks = acks[:0]
 		capture.mu.Lock()
 		for _, p := range capture.pkts {
@@ -56,10 +57,8 @@ func TestHeartbeatWithoutInfoDiscarded(t *testing.T) {
 			}
 		}
 		capture.mu.Unlock()
-		if len(acks) > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(acks) > 0
+	})
 	if len(acks) != 1 {
 		t.Fatalf("%d HEARTBEAT ACKs, want one, for the HEARTBEAT with Heartbeat Info", len(acks))
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // heapWatch samples the heap in use until stopped and returns the most
@@ -52,16 +54,12 @@ func wellBehaved(t *testing.T, ts *testServer) {
 // waitUsage waits until the server counts conns connections and octets.
 func waitUsage(t *testing.T, ts *testServer, conns int, octets int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !waitfor.Until(5*time.Second, func() bool {
 		n, b := ts.srv.Usage()
-		if n == conns && b == octets {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server counts %d connections and %d octets, want %d and %d", n, b, conns, octets)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == conns && b == octets
+	}) {
+		n, b := ts.srv.Usage()
+		t.Fatalf("the server counts %d connections and %d octets, want %d and %d", n, b, conns, octets)
 	}
 }
 
@@ -191,10 +189,7 @@ func TestPerfConnectionLimits(t *testing.T) {
 	}
 	waitUsage(t, ts, 0, 0)
 	wellBehaved(t, ts)
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > g0+10 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= g0+10 })
 	if g := runtime.NumGoroutine(); g > g0+10 {
 		t.Errorf("%d goroutines after the attack, %d before", g, g0)
 	}
@@ -395,13 +390,8 @@ func TestPerfServerMemory(t *testing.T) {
 // (the test's, from host).
 func waitRawIdle(t *testing.T, s *Server, host string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	if !waitfor.Until(5*time.Second, func() bool { n, _ := s.rawAdm.Usage(); return n == 0 }) {
 		n, _ := s.rawAdm.Usage()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the raw listener still holds %d connections from %s", n, host)
-		}
+		t.Fatalf("the raw listener still holds %d connections from %s", n, host)
 	}
 }

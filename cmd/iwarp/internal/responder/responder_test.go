@@ -15,6 +15,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/ddp/ddptest"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 )
@@ -145,10 +146,8 @@ func TestServe(t *testing.T) {
 		if c := rdmaptest.Wait(t, client.SCQ); c.Status != rdmap.StatusSuccess {
 			t.Fatalf("completion %d: %v", i, c.Status)
 		}
-		for deadline := time.Now().Add(5 * time.Second); countEvents(out.events(t), "recv") < i+1; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("Send %d not reported: %v", i, out.events(t))
-			}
+		if !waitfor.Until(5*time.Second, func() bool { return countEvents(out.events(t), "recv") >= i+1 }) {
+			t.Fatalf("Send %d not reported: %v", i, out.events(t))
 		}
 	}
 	stop()
