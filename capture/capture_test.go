@@ -14,6 +14,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
@@ -170,21 +171,17 @@ func TestRecorderLive(t *testing.T) {
 	c.Bind(clientAddr, serverAddr)
 	c.Trace(true, client)
 	c.Trace(false, server)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
+	var recs []Record
+	if !waitfor.Until(5*time.Second, func() bool {
+		f, oerr := os.Open(path)
+		if oerr != nil {
+			t.Fatal(oerr)
 		}
-		recs, err := Decode(f)
+		recs, err = Decode(f)
 		f.Close()
-		if err == nil && len(recs) == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the capture being recorded: %d records, %v", len(recs), err)
-		}
-		time.Sleep(pcapfile.FlushDelay / 5)
+		return err == nil && len(recs) == 6
+	}) {
+		t.Fatalf("the capture being recorded: %d records, %v", len(recs), err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/rdmap/rdmaptest"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -171,13 +172,14 @@ func FuzzSessionOutstanding(f *testing.F) {
 // of the Atomic Requests among them.
 func sentAtomicReqIDs(t *testing.T, ch *fakeChannel, n int) map[uint32]uint32 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var ids map[uint32]uint32
+	k := 0
+	waitfor.Until(5*time.Second, func() bool {
 		ch.mu.Lock()
 		sent := append([][]byte(nil), ch.sent...)
 		ch.mu.Unlock()
-		ids := map[uint32]uint32{}
-		k := 0
+		ids = map[uint32]uint32{}
+		k = 0
 		for _, m := range sent {
 			c, _, err := wire.ParseSegmentChunk(m)
 			if err != nil {
@@ -192,12 +194,10 @@ func sentAtomicReqIDs(t *testing.T, ch *fakeChannel, n int) map[uint32]uint32 {
 				ids[uint32(fuzzReqID0+len(ids))] = req.ReqID
 			}
 		}
-		if k >= n {
-			return ids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests sent", k, n)
-		}
-		time.Sleep(time.Millisecond)
+		return k >= n
+	})
+	if k < n {
+		t.Fatalf("%d of %d requests sent", k, n)
 	}
+	return ids
 }

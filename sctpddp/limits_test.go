@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 	"github.com/pion/dtls/v3"
@@ -116,14 +117,7 @@ func (r *refusals) count(target error) int {
 
 // waitFor polls cond for up to d.
 func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return waitfor.Until(d, cond)
 }
 
 // clientHello returns the first datagram of a real DTLS client.

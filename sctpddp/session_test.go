@@ -126,11 +126,10 @@ func (r *reorderRelay) loop() {
 		n++
 		if n > 20 && n%5 == 0 {
 			r.wg.Add(1)
-			go func() {
+			time.AfterFunc(3*time.Millisecond, func() { // held back: it arrives after later ones
 				defer r.wg.Done()
-				time.Sleep(3 * time.Millisecond)
 				r.conn.WriteToUDP(pkt, r.server)
-			}()
+			})
 			continue
 		}
 		r.conn.WriteToUDP(pkt, r.server)

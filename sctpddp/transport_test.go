@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
@@ -30,18 +31,11 @@ func checkGoroutines(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine() - deadlineTimers()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			n := runtime.NumGoroutine() - deadlineTimers()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Fatalf("%d goroutines after the test, %d before:\n%s", n, before, buf)
-			}
-			time.Sleep(20 * time.Millisecond)
+		left := func() int { return runtime.NumGoroutine() - deadlineTimers() }
+		if !waitfor.Until(5*time.Second, func() bool { return left() <= before }) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines after the test, %d before:\n%s", left(), before, buf)
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // usage is a process's heap and goroutines at one moment.
@@ -34,12 +36,6 @@ func (u usage) String() string {
 // end shortly after their associations close) and returns the usage then.
 func settle(t *testing.T, n int) usage {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		u := measure()
-		if u.goroutines <= n || time.Now().After(deadline) {
-			return u
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= n })
+	return measure()
 }

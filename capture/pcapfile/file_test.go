@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // readAll reads every packet of the file as it is now; err is the
@@ -47,20 +49,13 @@ func TestPcapFileWrittenAsPacketsCome(t *testing.T) {
 	if err := f.WritePacket(now, []byte{0x45, 1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.True(t, 5*time.Second, func() bool {
 		n, err := readAll(t, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the packet did not reach the file")
-		}
-		time.Sleep(FlushDelay / 5)
-	}
+		return n == 1
+	}, "the packet did not reach the file")
 	// Three records of a third of FlushSize: the third goes out at once,
 	// with the two before it; the file ends with a whole record.
 	big := make([]byte, FlushSize/3)

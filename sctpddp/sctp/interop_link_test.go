@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
 
@@ -160,9 +161,10 @@ func (c *captureConn) Read(b []byte) (int, error) {
 // timeout.
 func (c *captureConn) waitHeartbeats(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var seen [2][2]bool // [outbound][HEARTBEAT, HEARTBEAT ACK]
+	var seen [2][2]bool // [outbound][HEARTBEAT, HEARTBEAT ACK]
+	all := [2][2]bool{{true, true}, {true, true}}
+	if !waitfor.Until(timeout, func() bool {
+		seen = [2][2]bool{}
 		c.mu.Lock()
 		for _, p := range c.pkts {
 			o := 0
@@ -179,13 +181,9 @@ func (c *captureConn) waitHeartbeats(t *testing.T, timeout time.Duration) {
 			}
 		}
 		c.mu.Unlock()
-		if seen == [2][2]bool{{true, true}, {true, true}} {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("in %v: HEARTBEAT, HEARTBEAT ACK received %v, sent %v", timeout, seen[0], seen[1])
-		}
-		time.Sleep(20 * time.Millisecond)
+		return seen == all
+	}) {
+		t.Fatalf("in %v: HEARTBEAT, HEARTBEAT ACK received %v, sent %v", timeout, seen[0], seen[1])
 	}
 }
 

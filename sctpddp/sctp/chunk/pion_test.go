@@ -11,6 +11,8 @@ import (
 
 	"github.com/pion/logging"
 	"github.com/pion/sctp"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // The tests in this file check the codec against packets pion/sctp builds:
@@ -380,26 +382,23 @@ func TestPionInterleaving(t *testing.T) {
 // waitFor waits until each of types has been recorded.
 func waitFor(t *testing.T, link *pionLink, types ...Type) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		have := map[Type]bool{}
+	var have map[Type]bool
+	if !waitfor.Until(5*time.Second, func() bool {
+		have = map[Type]bool{}
 		for _, p := range link.recorded() {
 			it := Chunks(p)
 			for it.Next() {
 				have[it.Chunk().Type()] = true
 			}
 		}
-		missing := false
 		for _, typ := range types {
-			missing = missing || !have[typ]
+			if !have[typ] {
+				return false
+			}
 		}
-		if !missing {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %v; recorded %v", types, have)
-		}
-		time.Sleep(time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("waiting for %v; recorded %v", types, have)
 	}
 }
 
