@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 )
 
@@ -86,16 +87,11 @@ func TestTapSeesFPDUsAndMarkers(t *testing.T) {
 		t.Fatalf("placed %q", got)
 	}
 	// The Tap reads the peer's FPDUs too, once they arrive.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.Until(5*time.Second, func() bool {
 		mu.Lock()
-		n := len(evs)
-		mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(evs) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	var frames, out, marked, payload int

@@ -8,6 +8,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/ddp/ddptest"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // pair connects two peers over an in-memory lower layer that reorders
@@ -117,16 +118,11 @@ func TestPlacementIsLocated(t *testing.T) {
 		}
 		return e.Kind == "completion" && e.Op == "RECV"
 	})
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	if !waitfor.Until(2*time.Second, func() bool {
 		r := regionNamed(b.Regions(), "receive buffer MSN 1")
-		if r.Filled && bytes.HasPrefix(r.Data, []byte("a Send cut into several segments")) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("receive buffer %+v", r)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return r.Filled && bytes.HasPrefix(r.Data, []byte("a Send cut into several segments"))
+	}) {
+		t.Fatalf("receive buffer %+v", regionNamed(b.Regions(), "receive buffer MSN 1"))
 	}
 
 	// A Send with Invalidate invalidates the region at the receiver.
@@ -136,13 +132,8 @@ func TestPlacementIsLocated(t *testing.T) {
 	if _, err := a.Send([]byte("bye"), true, stag); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(2 * time.Second)
-	for regionNamed(b.Regions(), "mem").Valid {
-		if time.Now().After(deadline) {
-			t.Fatal("the region is still valid after a Send with Invalidate")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitfor.True(t, 2*time.Second, func() bool { return !regionNamed(b.Regions(), "mem").Valid },
+		"the region is still valid after a Send with Invalidate")
 }
 
 func TestRegionControls(t *testing.T) {
