@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp"
 	"github.com/iwarpgo/iwarp/sctpddp/sctp/chunk"
 )
@@ -312,7 +313,11 @@ func TestPlainUDPFlood(t *testing.T) {
 	}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	goroutinesFlooding := runtime.NumGoroutine()
-	time.Sleep(300 * time.Millisecond)
+	// The flood is at full strength once thousands of its packets are out
+	// and the listener answers them.
+	waitfor.True(t, 10*time.Second, func() bool {
+		return sent.Load() >= 8000 && l.plain.initAcks.Load() >= 100 && l.plain.forged.Load() >= 100
+	}, "the flood of %d packets got %d INIT ACKs, %d forged COOKIE ECHOs discarded", sent.Load(), l.plain.initAcks.Load(), l.plain.forged.Load())
 
 	server, client := connectTo(t, l, cli)
 	a, b := newPeer(t, nil), newPeer(t, nil)
