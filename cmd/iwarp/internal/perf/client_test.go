@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -73,12 +74,10 @@ func TestPerfLoopbackTCP(t *testing.T) {
 		st = run(t, ts, ClientConfig{Op: OpSend, Lat: true, Iters: 10, CompareRaw: true}, size)
 		checkStats(t, "send lat", st, size, 10, true, true)
 	}
-	if n, b := ts.srv.Usage(); n != 0 || b != 0 {
-		// The last connection may still be closing.
-		time.Sleep(500 * time.Millisecond)
-		if n, b = ts.srv.Usage(); n != 0 || b != 0 {
-			t.Errorf("after the clients: %d connections, %d octets still counted", n, b)
-		}
+	// The last connection may still be closing.
+	if !waitfor.Until(5*time.Second, func() bool { n, b := ts.srv.Usage(); return n == 0 && b == 0 }) {
+		n, b := ts.srv.Usage()
+		t.Errorf("after the clients: %d connections, %d octets still counted", n, b)
 	}
 }
 

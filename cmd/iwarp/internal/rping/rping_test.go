@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -290,9 +291,7 @@ func TestRpingClientUntilCancelled(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	go func() {
 		// Stop after the 20th ping was printed.
-		for !strings.Contains(cout.String(), "rdma-ping-19: ") {
-			time.Sleep(time.Millisecond)
-		}
+		waitfor.Until(time.Minute, func() bool { return strings.Contains(cout.String(), "rdma-ping-19: ") })
 		cancel()
 	}()
 	err = c.Run(cctx)
