@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
@@ -37,9 +38,7 @@ func TestListenerCloseTerminatesSCTPRequest(t *testing.T) {
 	}
 	// Once the Initiate is acknowledged, the Listener has the request a
 	// moment later; nobody calls Accept.
-	for st.BufferedAmount() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 5*time.Second, func() bool { return st.BufferedAmount() == 0 }, "the Initiate was not acknowledged")
 	time.Sleep(200 * time.Millisecond)
 	l.Close()
 	buf := make([]byte, 2048)

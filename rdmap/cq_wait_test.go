@@ -2,6 +2,7 @@ package rdmap
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestCQWaiters(t *testing.T) {
 	}
 	for r := range uint64(rounds) {
 		for sleeping() < waiters && ctx.Err() == nil {
-			time.Sleep(20 * time.Microsecond)
+			runtime.Gosched()
 		}
 		taken.Add(waiters)
 		for i := range uint64(waiters) {
@@ -96,7 +97,7 @@ func TestCQWaiters(t *testing.T) {
 					cq.push(got, false) // not ours to take: back it goes
 					// and the others get their turn (js/wasm has one
 					// thread and no preemption).
-					time.Sleep(50 * time.Microsecond)
+					runtime.Gosched()
 				}
 				cancel()
 			}
@@ -115,7 +116,7 @@ func TestCQWaiters(t *testing.T) {
 	for i := range uint64(waiters * rounds) {
 		cq.push(Completion{WRID: base + i}, false)
 		if i%8 == 0 {
-			time.Sleep(20 * time.Microsecond)
+			runtime.Gosched()
 		}
 	}
 	wg.Wait()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/ddp"
 	"github.com/iwarpgo/iwarp/ddp/ddptest"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/term"
 )
 
@@ -517,7 +518,12 @@ func TestCQSpin(t *testing.T) {
 		}
 	}
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		// Once the waiter has polled its while and sleeps.
+		waitfor.Until(5*time.Second, func() bool {
+			a.scq.mu.Lock()
+			defer a.scq.mu.Unlock()
+			return a.scq.sleepers > 0
+		})
 		a.qp.PostWrite(WriteWR{ID: 99, SGL: []SGE{{MR: src, Length: 8}}, RemoteSTag: target.STag()})
 	}()
 	if c := wait(t, a.scq); c.WRID != 99 {

@@ -3,6 +3,7 @@ package rdmap
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -59,7 +60,9 @@ func TestTeardownRacesClose(t *testing.T) {
 			seq += 2
 		}
 	}()
-	time.Sleep(time.Duration(time.Now().UnixNano()%50) * time.Microsecond)
+	for range time.Now().UnixNano() % 50 { // a different interleaving each time
+		runtime.Gosched()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s.qp.Close(ctx)
