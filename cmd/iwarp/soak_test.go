@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // TestSoakServe runs the hostile-peer attacks at full scale against the
@@ -361,14 +363,7 @@ func (p *proc) open() int {
 
 // waitOpen waits until the server has n connections open at most.
 func (p *proc) waitOpen(n int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for p.open() > n {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
+	return waitfor.Until(timeout, func() bool { return p.open() <= n })
 }
 
 func (p *proc) stderrTail() string {
@@ -406,7 +401,10 @@ func (p *proc) stop() {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
 		p.cmd.Process.Signal(syscall.SIGQUIT)
-		time.Sleep(time.Second)
+		select { // the goroutine dump is written as it exits
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
 		p.t.Errorf("%s did not stop on SIGINT:\n%s", p.name, p.stderrTail())
 		return
 	}

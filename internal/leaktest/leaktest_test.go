@@ -30,7 +30,8 @@ func TestCheck(t *testing.T) {
 	defer func() { grace = saved }()
 	r := &recorder{TB: t}
 	Check(r)
-	go time.Sleep(50 * time.Millisecond)
+	ends := time.After(50 * time.Millisecond)
+	go func() { <-ends }()
 	r.end()
 	if r.failed {
 		t.Fatal("a goroutine that ended within the grace failed the test")
