@@ -21,6 +21,7 @@ import (
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/rping"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -988,14 +989,11 @@ func runHostile(t *testing.T, cmd, scheme string, hold time.Duration) {
 	var good goodStats
 	waitGood := goodLoop(ctx, tg, &good)
 	// Let the good client connect once before the attacks.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	waitfor.Until(20*time.Second, func() bool {
 		good.mu.Lock()
-		n := good.sessions
-		good.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) || tg.c.exited() {
-			break
-		}
-	}
+		defer good.mu.Unlock()
+		return good.sessions > 0 || tg.c.exited()
+	})
 
 	type tally struct {
 		runs    int

@@ -18,6 +18,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perf"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
@@ -30,18 +31,17 @@ import (
 func soakPerfHello(t *testing.T, hold time.Duration) *soakRow {
 	p := startProc(t, "perf", "perf", "--listen", "tcp://127.0.0.1:0")
 	var url string
-	for deadline := time.Now().Add(15 * time.Second); url == ""; {
+	if !waitfor.Until(15*time.Second, func() bool {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		for _, l := range p.lines {
 			if u, ok := strings.CutPrefix(l, "listening on "); ok {
 				url = u
 			}
 		}
-		p.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("perf printed no address:\n%s", p.stderrTail())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return url != ""
+	}) {
+		t.Fatalf("perf printed no address:\n%s", p.stderrTail())
 	}
 	time.Sleep(500 * time.Millisecond)
 	row := &soakRow{attack: "perf hellos asking 8 GiB / 2 GiB (tcp://)", limit: 1 << 30, before: p.rss(), good: &peerStats{}}
