@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // liveCapture is a tshark capture on the loopback interface of some TCP
@@ -99,16 +101,17 @@ func (c *liveCapture) probed(timeout time.Duration) bool {
 		}
 		port := fmt.Sprintf(" %d ", conn.LocalAddr().(*net.TCPAddr).Port)
 		conn.Close()
-		for range 10 {
-			time.Sleep(50 * time.Millisecond)
+		if waitfor.Until(500*time.Millisecond, func() bool {
 			c.mu.Lock()
+			defer c.mu.Unlock()
 			for _, l := range c.lines {
 				if strings.Contains(l, port) {
-					c.mu.Unlock()
 					return true
 				}
 			}
-			c.mu.Unlock()
+			return false
+		}) {
+			return true
 		}
 	}
 	return false
