@@ -39,6 +39,29 @@ func Until(timeout time.Duration, cond func() bool) bool {
 	}
 }
 
+// Every reports whether cond holds within timeout, checking it at once,
+// then every interval, and once more at the deadline: for a condition
+// whose check costs something of its own, such as a connection.
+func Every(timeout, interval time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
+			if cond() {
+				return true
+			}
+		}
+	}
+}
+
 // True fails t at once, with the message format and args make, if cond
 // does not hold within timeout.
 func True(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {

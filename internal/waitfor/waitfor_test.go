@@ -32,3 +32,17 @@ func TestUntilTimesOut(t *testing.T) {
 		}
 	})
 }
+
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		checks := 0
+		start := time.Now()
+		if Every(time.Second, 300*time.Millisecond, func() bool { checks++; return false }) {
+			t.Fatal("Every reported a condition that never holds")
+		}
+		// At once, at 300, 600 and 900 ms, and at the deadline.
+		if d := time.Since(start); d != time.Second || checks != 5 {
+			t.Fatalf("Every gave up after %v and %d checks, want 1s and 5", d, checks)
+		}
+	})
+}
