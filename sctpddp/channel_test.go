@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -123,7 +124,9 @@ func TestMessageQueueCompacts(t *testing.T) {
 
 // put blocks while the queue holds its limit, until the reader makes
 // room, the queue closes, or the channel is gone.
-func TestMessageQueueBackPressure(t *testing.T) {
+func TestMessageQueueBackPressure(t *testing.T) { synctest.Test(t, testMessageQueueBackPressure) }
+
+func testMessageQueueBackPressure(t *testing.T) {
 	q := newMessageQueue(100)
 	q.put(make([]byte, 60), false, never)
 	q.put(make([]byte, 60), false, never) // over the limit now
@@ -152,7 +155,7 @@ func TestMessageQueueBackPressure(t *testing.T) {
 	}
 	// Close releases a blocked put too.
 	go func() { done <- q.put(make([]byte, 10), false, never) }()
-	time.Sleep(putRecheck / 2)
+	synctest.Wait() // the put is blocked
 	q.close(ErrChannelClosed)
 	if ok := <-done; ok {
 		t.Fatal("put after close")
