@@ -165,6 +165,10 @@ func testMessageQueueBackPressure(t *testing.T) {
 // Close ends reads after the queued messages; InterruptRead and ctx end
 // a read that waits.
 func TestMessageQueueCloseAndInterrupt(t *testing.T) {
+	synctest.Test(t, testMessageQueueCloseAndInterrupt)
+}
+
+func testMessageQueueCloseAndInterrupt(t *testing.T) {
 	s := queueStream(0, 1000)
 	ctx := context.Background()
 	buf := make([]byte, 100)
@@ -186,7 +190,7 @@ func TestMessageQueueCloseAndInterrupt(t *testing.T) {
 		_, _, err := s.ReadMessage(ctx, buf)
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the read waits
 	s.InterruptRead()
 	if err := <-errc; !errors.Is(err, ErrReadInterrupted) {
 		t.Fatal(err)
