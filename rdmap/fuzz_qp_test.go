@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/iwarpgo/iwarp/ddp"
 )
@@ -37,46 +37,49 @@ func FuzzQueuePairSegments(f *testing.F) {
 		}
 		f.Add(in)
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		c := newCrafted(t)
-		local := c.reg(t, 64, LocalWrite)
-		guarded := []*MemoryRegion{c.top, c.foreign, local}
-		before := make([][]byte, len(guarded))
-		for i, mr := range guarded {
-			before[i] = bytes.Clone(mr.Bytes())
-		}
-		// The STags in the seeds: the crafted regions' own, so that
-		// mutations of them reach real regions.
-		stags := []uint32{c.src.STag(), c.top.STag(), c.foreign.STag(), c.noread.STag()}
-		for n := 0; len(in) > 0 && n < 64; n++ {
-			l := min(int(in[0]), len(in)-1)
-			seg := bytes.Clone(in[1 : 1+l])
-			in = in[1+l:]
-			if h, _, err := ddp.ParseHeader(seg); err == nil && h.Tagged && len(seg) >= 6 {
-				// 0x1000 and 0x2000 in the seeds stand for src and top.
-				switch h.STag {
-				case 0x1000:
-					putSTag(seg, stags[0])
-				case 0x2000:
-					putSTag(seg, stags[1])
-				case 0x3000:
-					putSTag(seg, stags[2])
-				}
-			}
-			_ = c.peer.end.WriteSegment(seg, nil) // refused once the pipe is cut
-		}
-		// Let the queue pair take what was sent; then stop the pipe
-		// (its delivery goroutine, which places, ends) and the queue
-		// pair (its send goroutine, which runs Atomic Operations, ends).
-		time.Sleep(time.Millisecond)
-		c.peer.end.Close()
-		c.qp.Close(context.Background())
-		for i, mr := range guarded {
-			if !bytes.Equal(mr.Bytes(), before[i]) {
-				t.Fatalf("region %d (no remote write access) changed: % x", i, mr.Bytes())
+	f.Fuzz(func(t *testing.T, in []byte) { synctest.Test(t, func(t *testing.T) { fuzzQueuePairSegments(t, in) }) })
+}
+
+func fuzzQueuePairSegments(t *testing.T, in []byte) {
+	c := newCrafted(t)
+	local := c.reg(t, 64, LocalWrite)
+	guarded := []*MemoryRegion{c.top, c.foreign, local}
+	before := make([][]byte, len(guarded))
+	for i, mr := range guarded {
+		before[i] = bytes.Clone(mr.Bytes())
+	}
+	// The STags in the seeds: the crafted regions' own, so that
+	// mutations of them reach real regions.
+	stags := []uint32{c.src.STag(), c.top.STag(), c.foreign.STag(), c.noread.STag()}
+	for n := 0; len(in) > 0 && n < 64; n++ {
+		l := min(int(in[0]), len(in)-1)
+		seg := bytes.Clone(in[1 : 1+l])
+		in = in[1+l:]
+		if h, _, err := ddp.ParseHeader(seg); err == nil && h.Tagged && len(seg) >= 6 {
+			// 0x1000 and 0x2000 in the seeds stand for src and top.
+			switch h.STag {
+			case 0x1000:
+				putSTag(seg, stags[0])
+			case 0x2000:
+				putSTag(seg, stags[1])
+			case 0x3000:
+				putSTag(seg, stags[2])
 			}
 		}
-	})
+		_ = c.peer.end.WriteSegment(seg, nil) // refused once the pipe is cut
+	}
+	// Let the queue pair take what was sent (until each of its
+	// goroutines waits); then stop the pipe (its delivery
+	// goroutine, which places, ends) and the queue pair (its send
+	// goroutine, which runs Atomic Operations, ends).
+	synctest.Wait()
+	c.peer.end.Close()
+	c.qp.Close(context.Background())
+	for i, mr := range guarded {
+		if !bytes.Equal(mr.Bytes(), before[i]) {
+			t.Fatalf("region %d (no remote write access) changed: % x", i, mr.Bytes())
+		}
+	}
 }
 
 // putSTag writes stag into a tagged segment's STag field (RFC 5041 §4.2:
