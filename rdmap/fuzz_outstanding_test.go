@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/iwarpgo/iwarp/ddp"
 )
@@ -68,97 +68,102 @@ func FuzzQueuePairOutstanding(f *testing.F) {
 		f.Add(in)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s, peer := rawSide(t, QPConfig{Window: 16, AtomicORD: 2})
-		sinks := []*MemoryRegion{s.reg(t, 64, LocalWrite), s.reg(t, 64, LocalWrite)}
-		guard := []*MemoryRegion{s.reg(t, 64, LocalWrite), s.reg(t, 64, RemoteRead)}
-		for i, m := range sinks {
-			mustPost(t, s.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: m, Offset: 16, Length: 32}, RemoteSTag: 0x1234}))
+		synctest.Test(t, func(t *testing.T) { fuzzQueuePairOutstanding(t, in) })
+	})
+}
+
+func fuzzQueuePairOutstanding(t *testing.T, in []byte) {
+	s, peer := rawSide(t, QPConfig{Window: 16, AtomicORD: 2})
+	sinks := []*MemoryRegion{s.reg(t, 64, LocalWrite), s.reg(t, 64, LocalWrite)}
+	guard := []*MemoryRegion{s.reg(t, 64, LocalWrite), s.reg(t, 64, RemoteRead)}
+	for i, m := range sinks {
+		mustPost(t, s.qp.PostRead(ReadWR{ID: uint64(i), Local: SGE{MR: m, Offset: 16, Length: 32}, RemoteSTag: 0x1234}))
+	}
+	for i := range 2 {
+		mustPost(t, s.qp.PostAtomic(AtomicWR{ID: uint64(2 + i), Op: FetchAdd, Add: 1, Local: SGE{MR: guard[0], Offset: uint64(8 * i), Length: 8}, RemoteSTag: 0x1234}))
+	}
+	rbufs := make([]*MemoryRegion, 4)
+	for i := range rbufs {
+		rbufs[i] = s.reg(t, 64, LocalWrite)
+		mustPost(t, s.qp.PostRecv(RecvWR{ID: uint64(10 + i), SGL: []SGE{{MR: rbufs[i], Length: 64}}}))
+	}
+	reqIDs := map[uint32]uint32{}
+	for _, seg := range peer.segsFrom(t, 4) {
+		h, hl, err := ddp.ParseHeader(seg)
+		if err == nil && Control(h.RsvdULP[0]).Opcode() == OpAtomicRequest {
+			req, _, _ := ParseAtomicRequest(seg[hl:])
+			reqIDs[uint32(fuzzReqID0+len(reqIDs))] = req.ReqID
 		}
-		for i := range 2 {
-			mustPost(t, s.qp.PostAtomic(AtomicWR{ID: uint64(2 + i), Op: FetchAdd, Add: 1, Local: SGE{MR: guard[0], Offset: uint64(8 * i), Length: 8}, RemoteSTag: 0x1234}))
+	}
+	guarded := append([][]byte{guard[1].Bytes()}, sinks[0].Bytes()[:16], sinks[0].Bytes()[48:], sinks[1].Bytes()[:16], sinks[1].Bytes()[48:])
+	before := make([][]byte, len(guarded))
+	for i, b := range guarded {
+		before[i] = bytes.Clone(b)
+	}
+	// The window: segments waiting for their sequence number.
+	next := uint32(0)
+	var last []byte
+	pending := map[uint32][]byte{}
+	feed := func(seq uint32, seg []byte) { s.qp.Stream().Receive(seq, seg) }
+	for n := 0; len(in) >= 2 && n < 64; n++ {
+		where, l := in[0], min(int(in[1]), len(in)-2)
+		seg := bytes.Clone(in[2 : 2+l])
+		in = in[2+l:]
+		if where&0x20 != 0 && last != nil {
+			seg = bytes.Clone(last)
 		}
-		rbufs := make([]*MemoryRegion, 4)
-		for i := range rbufs {
-			rbufs[i] = s.reg(t, 64, LocalWrite)
-			mustPost(t, s.qp.PostRecv(RecvWR{ID: uint64(10 + i), SGL: []SGE{{MR: rbufs[i], Length: 64}}}))
-		}
-		reqIDs := map[uint32]uint32{}
-		for _, seg := range peer.segsFrom(t, 4) {
-			h, hl, err := ddp.ParseHeader(seg)
-			if err == nil && Control(h.RsvdULP[0]).Opcode() == OpAtomicRequest {
-				req, _, _ := ParseAtomicRequest(seg[hl:])
-				reqIDs[uint32(fuzzReqID0+len(reqIDs))] = req.ReqID
-			}
-		}
-		guarded := append([][]byte{guard[1].Bytes()}, sinks[0].Bytes()[:16], sinks[0].Bytes()[48:], sinks[1].Bytes()[:16], sinks[1].Bytes()[48:])
-		before := make([][]byte, len(guarded))
-		for i, b := range guarded {
-			before[i] = bytes.Clone(b)
-		}
-		// The window: segments waiting for their sequence number.
-		next := uint32(0)
-		var last []byte
-		pending := map[uint32][]byte{}
-		feed := func(seq uint32, seg []byte) { s.qp.Stream().Receive(seq, seg) }
-		for n := 0; len(in) >= 2 && n < 64; n++ {
-			where, l := in[0], min(int(in[1]), len(in)-2)
-			seg := bytes.Clone(in[2 : 2+l])
-			in = in[2+l:]
-			if where&0x20 != 0 && last != nil {
-				seg = bytes.Clone(last)
-			}
-			if h, _, err := ddp.ParseHeader(seg); err == nil {
-				switch {
-				case h.Tagged && h.STag == fuzzSink0:
-					putSTag(seg, sinks[0].STag())
-				case h.Tagged && h.STag == fuzzSink1:
-					putSTag(seg, sinks[1].STag())
-				case !h.Tagged && h.QN == QNAtomicResp && len(seg) >= ddp.UntaggedHeaderLen+4:
-					id := binary.BigEndian.Uint32(seg[ddp.UntaggedHeaderLen:])
-					if real, ok := reqIDs[id]; ok {
-						binary.BigEndian.PutUint32(seg[ddp.UntaggedHeaderLen:], real)
-					}
+		if h, _, err := ddp.ParseHeader(seg); err == nil {
+			switch {
+			case h.Tagged && h.STag == fuzzSink0:
+				putSTag(seg, sinks[0].STag())
+			case h.Tagged && h.STag == fuzzSink1:
+				putSTag(seg, sinks[1].STag())
+			case !h.Tagged && h.QN == QNAtomicResp && len(seg) >= ddp.UntaggedHeaderLen+4:
+				id := binary.BigEndian.Uint32(seg[ddp.UntaggedHeaderLen:])
+				if real, ok := reqIDs[id]; ok {
+					binary.BigEndian.PutUint32(seg[ddp.UntaggedHeaderLen:], real)
 				}
 			}
-			last = seg
-			seq := next + uint32(where&0x0f)
-			pending[seq] = seg
-			if where&0x10 != 0 {
-				feed(seq, seg)
-			}
-			for p, ok := pending[next]; ok; p, ok = pending[next] {
-				delete(pending, next)
-				feed(next, p)
-				next++
-			}
 		}
-		// What is still waiting arrives now, in any order the map gives.
-		for seq, seg := range pending {
+		last = seg
+		seq := next + uint32(where&0x0f)
+		pending[seq] = seg
+		if where&0x10 != 0 {
 			feed(seq, seg)
 		}
-		time.Sleep(time.Millisecond)
-		// Close at once: what is still outstanding is flushed.
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		s.qp.Close(ctx)
-		for i, b := range guarded {
-			if !bytes.Equal(b, before[i]) {
-				t.Fatalf("memory %d outside what the peer may write changed: % x", i, b)
+		for p, ok := pending[next]; ok; p, ok = pending[next] {
+			delete(pending, next)
+			feed(next, p)
+			next++
+		}
+	}
+	// What is still waiting arrives now, in any order the map gives.
+	for seq, seg := range pending {
+		feed(seq, seg)
+	}
+	// Once the queue pair has taken it all (each of its goroutines
+	// waits), close at once: what is still outstanding is flushed.
+	synctest.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.qp.Close(ctx)
+	for i, b := range guarded {
+		if !bytes.Equal(b, before[i]) {
+			t.Fatalf("memory %d outside what the peer may write changed: % x", i, b)
+		}
+	}
+	seen := map[uint64]int{}
+	var out [32]Completion
+	for _, cq := range []*CompletionQueue{s.scq, s.rcq} {
+		for k := cq.Poll(out[:]); k > 0; k = cq.Poll(out[:]) {
+			for _, c := range out[:k] {
+				seen[c.WRID]++
 			}
 		}
-		seen := map[uint64]int{}
-		var out [32]Completion
-		for _, cq := range []*CompletionQueue{s.scq, s.rcq} {
-			for k := cq.Poll(out[:]); k > 0; k = cq.Poll(out[:]) {
-				for _, c := range out[:k] {
-					seen[c.WRID]++
-				}
-			}
+	}
+	for _, id := range []uint64{0, 1, 2, 3, 10, 11, 12, 13} {
+		if seen[id] != 1 {
+			t.Fatalf("work request %d completed %d times (%v)", id, seen[id], seen)
 		}
-		for _, id := range []uint64{0, 1, 2, 3, 10, 11, 12, 13} {
-			if seen[id] != 1 {
-				t.Fatalf("work request %d completed %d times (%v)", id, seen[id], seen)
-			}
-		}
-	})
+	}
 }
