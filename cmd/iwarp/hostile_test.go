@@ -248,12 +248,13 @@ var errRefused = errors.New("refused")
 // session dials and runs the command's start, again for a few seconds
 // while the server refuses it.
 func (tg *target) session(ctx context.Context) (*hsess, error) {
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		s, err := tg.sessionOnce(ctx)
-		if !errors.Is(err, errRefused) || time.Now().After(deadline) {
-			return s, err
-		}
-	}
+	var s *hsess
+	var err error
+	waitfor.Every(5*time.Second, 100*time.Millisecond, func() bool {
+		s, err = tg.sessionOnce(ctx)
+		return !errors.Is(err, errRefused)
+	})
+	return s, err
 }
 
 func (tg *target) sessionOnce(ctx context.Context) (*hsess, error) {

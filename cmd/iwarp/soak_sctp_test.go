@@ -312,8 +312,7 @@ func TestSoakFloodPeer(t *testing.T) {
 	fmt.Printf("SOAKPEER ready %d\n", len(ss))
 	var written atomic.Int64
 	go func() {
-		for {
-			time.Sleep(500 * time.Millisecond)
+		for range time.Tick(500 * time.Millisecond) {
 			fmt.Printf("SOAKPEER wrote %d\n", written.Load())
 		}
 	}()
