@@ -75,6 +75,13 @@ type Region struct {
 	// QP is the index of the queue pair the region belongs to, when an
 	// end has more than one (Peer.Index).
 	QP int `json:"qp,omitempty"`
+	// Window marks a memory window (BindWindow): a second STag for Len
+	// octets of the region Parent from TO Base, with its own rights
+	// (Access, remote ones only), bound to queue pair QP. Its bytes are
+	// the parent's: Data is empty, and placements through it are
+	// reported in the parent (Event.Region, Event.Offset).
+	Window bool   `json:"window,omitempty"`
+	Parent uint32 `json:"parent,omitempty"`
 }
 
 // Event is one thing that happened, in the page's words. Segment events
@@ -153,6 +160,7 @@ type Peer struct {
 
 	mu      sync.Mutex // guards the fields below
 	regions []*region  // registration order
+	windows []*window  // binding order
 	events  []Event
 	dropped int
 	nextWR  uint64 // guarded by postMu
@@ -234,6 +242,9 @@ func (p *Peer) completed(c rdmap.Completion) {
 	if c.Flags&rdmap.FlagInvalidated != 0 {
 		if _, r := p.find(c.InvalidatedSTag); r != nil {
 			r.valid = false
+		}
+		if w := p.findWindow(c.InvalidatedSTag); w != nil {
+			w.valid = false
 		}
 		p.changed = true
 	}
@@ -319,9 +330,15 @@ func describe(e *term.Error) string {
 }
 
 // locate finds where a placed segment's bytes landed: tagged, in the
-// region of its STag at TO - base (RFC 5041 §4.3); untagged on queue 0,
-// in the receive buffer its MSN selects, at MO (§4.4). p.mu is held.
+// region of its STag at TO - base (RFC 5041 §4.3), or, through a memory
+// window, in the window's region at TO - the region's base; untagged on
+// queue 0, in the receive buffer its MSN selects, at MO (§4.4). p.mu is
+// held.
 func (p *Peer) locate(ev *Event) {
+	if w := p.findWindow(ev.STag); ev.Tagged && w != nil {
+		ev.Region, ev.Offset = w.parent.mr.STag(), ev.TO-w.parent.mr.Base()
+		return
+	}
 	for _, r := range p.regions {
 		if ev.Tagged && r.mr.STag() == ev.STag {
 			ev.Region, ev.Offset = ev.STag, ev.TO-r.mr.Base()
@@ -371,7 +388,7 @@ func (p *Peer) Drain() (events []Event, dropped int, changed bool) {
 }
 
 // Regions returns the regions and receive buffers with copies of their
-// bytes as placement events have reported them.
+// bytes as placement events have reported them, then the memory windows.
 func (p *Peer) Regions() []Region {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -383,7 +400,7 @@ func (p *Peer) Regions() []Region {
 			Valid: r.valid, Data: slices.Clone(r.shown), QP: p.Index,
 		})
 	}
-	return out
+	return append(out, p.windowRegions()...)
 }
 
 // ParseAccess reads rights as the page names them: any of "r" (remote
@@ -440,10 +457,15 @@ func (p *Peer) find(stag uint32) (int, *region) {
 	return -1, nil
 }
 
-// Deregister releases the region named by stag and forgets it.
+// Deregister releases the region or memory window named by stag and
+// forgets it. A region with a valid window over it stays (rdmap's
+// ErrWindowBound): invalidate or deregister the window first.
 func (p *Peer) Deregister(stag uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if w := p.findWindow(stag); w != nil {
+		return p.deregisterWindow(w)
+	}
 	i, r := p.find(stag)
 	if r == nil {
 		return fmt.Errorf("no region with STag %#08x", stag)
@@ -457,15 +479,21 @@ func (p *Peer) Deregister(stag uint32) error {
 		}
 	}
 	p.regions = slices.Delete(p.regions, i, i+1)
+	p.forgetWindows(r)
 	p.changed = true
 	return nil
 }
 
-// Invalidate invalidates stag locally: the region stays drawn, marked
-// invalid, and any access through the STag now fails.
+// Invalidate invalidates stag, a region or a memory window, locally: it
+// stays drawn, marked invalid, and any access through the STag now
+// fails. A window's region stays valid; a region with a valid window
+// over it cannot be invalidated (rdmap's ErrWindowBound).
 func (p *Peer) Invalidate(stag uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if w := p.findWindow(stag); w != nil {
+		return p.invalidateWindow(w)
+	}
 	_, r := p.find(stag)
 	if r == nil {
 		return fmt.Errorf("no region with STag %#08x", stag)

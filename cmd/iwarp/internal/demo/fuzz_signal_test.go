@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/peer"
+	"github.com/iwarpgo/iwarp/rdmap"
 )
 
 // The signaling harness: a Server with tabs that have no WebSocket. The
@@ -167,12 +169,50 @@ func (st signalState) mustRefuse(from *tab, m Message) (refuse, known bool) {
 				return true, true
 			}
 			return false, false
+		case "bind":
+			return bindRefused(g.peers[m.QP].Regions(), m), true
 		case "deregister", "invalidate":
 			return false, false
 		}
 		return true, true
 	}
 	return true, true
+}
+
+// bindRefused says whether the Go peer must refuse m, a "bind", given
+// its queue pair's regions rs: the refusals peer.BindWindow lists.
+func bindRefused(rs []peer.Region, m Message) bool {
+	access := m.Access
+	if access == "" {
+		access = "w"
+	}
+	a, err := peer.ParseAccess(access)
+	if err != nil || a == 0 || a&rdmap.LocalWrite != 0 {
+		return true
+	}
+	windows := 0
+	var target *peer.Region
+	for i, r := range rs {
+		if r.Window {
+			windows++
+		}
+		if r.STag == m.STag {
+			target = &rs[i]
+		}
+	}
+	if windows >= peer.MaxWindows || target == nil || target.Window || target.Recv || !target.Valid {
+		return true
+	}
+	size := uint64(target.Len)
+	if m.Len <= 0 || m.Offset >= size || uint64(m.Len) > size-m.Offset {
+		return true
+	}
+	for right, words := range map[rdmap.Access]string{rdmap.RemoteRead: "remote read", rdmap.RemoteWrite: "remote write", rdmap.RemoteAtomic: "remote atomic"} {
+		if a&right != 0 && !strings.Contains(target.Access, words) {
+			return true
+		}
+	}
+	return false
 }
 
 // Bounds the harness holds the server to.
@@ -241,6 +281,24 @@ var signalSeeds = []struct {
 		{0, `{"type":"go","op":"format","qp":0}`},
 		{0, `{"type":"go","op":"register","qp":1}`},
 		{0, `{"type":"go","op":"register","qp":-1}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"offset":16,"len":16,"access":"w"}`},
+		{0, `{"type":"go","op":"bind","stag":$window,"len":8}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"offset":1020,"len":5}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"len":8,"access":"a"}`},
+		{0, `{"type":"go","op":"invalidate","stag":$mem}`},
+		{0, `{"type":"go","op":"invalidate","stag":$window}`},
+		{0, `{"type":"go","op":"invalidate","stag":$window}`},
+		{0, `{"type":"go","op":"deregister","stag":$window}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"offset":18446744073709551615,"len":2}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"offset":1000,"len":9223372036854775807}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"len":-3}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"len":8,"access":"rwal"}`},
+		{0, `{"type":"go","op":"bind","stag":$mem,"len":8,"access":"` + strings.Repeat("\u00ff", 300) + `"}`},
+		{0, `{"type":"go","op":"bind","stag":4294967295,"len":8}`},
+		{0, `{"type":"go","op":"bind","len":8}`},
+		{0, `{"type":"go","op":"bind","stag":1,"offset":-1,"len":8}`},
+		{0, `{"type":"go","op":"bind","stag":1,"offset":"16","len":8}`},
+		{0, `{"type":"go","op":"bind","stag":1,"offset":1.5,"len":8}`},
 		{0, `{"type":"impair","impair":{"preset":"custom","delay":20}}`},
 		{0, `{"type":"hangup"}`},
 		{0, `{"type":"go","op":"increment"}`},
@@ -295,8 +353,10 @@ func encodeSignalScript(goPeer bool, steps []signalStep) []byte {
 // answer stays short whatever the message held; offers, answers and
 // relays reach only the sender's pair, reports only its observers; and
 // the server's bounds hold (a code of each kind and a ticket per tab,
-// symmetric pairs, the Go peer's regions, every queued message valid
-// JSON within what the page reads).
+// symmetric pairs, the Go peer's regions and memory windows, each
+// window inside its region, every queued message valid JSON within what
+// the page reads). Scripts may name the Go peer's memory and its newest
+// window as $mem and $window (stagCodes).
 func FuzzSignalMessages(f *testing.F) {
 	for _, sc := range signalSeeds {
 		f.Add(encodeSignalScript(sc.goPeer, sc.msgs))
@@ -313,12 +373,32 @@ func FuzzSignalMessages(f *testing.F) {
 			n := min(int(binary.BigEndian.Uint16(in[1:3])), len(in)-3)
 			b := bytes.Clone(in[3 : 3+n])
 			in = in[3+n:]
+			stagCodes(tabs[0], codes)
 			for purpose, c := range codes {
 				b = bytes.ReplaceAll(b, []byte("$"+purpose), []byte(c))
 			}
 			checkSignalStep(t, s, tabs, from, b, codes)
 		}
 	})
+}
+
+// stagCodes sets "$mem" and "$window" to the STags, in decimal, of the
+// Go peer's first region and of its newest memory window, if t has a Go
+// peer: a script can then bind, write and invalidate what the server
+// really holds.
+func stagCodes(t *tab, codes map[string]string) {
+	g := t.goPeer()
+	if g == nil {
+		return
+	}
+	for _, r := range g.peers[0].Regions() {
+		switch {
+		case r.Window:
+			codes["window"] = fmt.Sprint(r.STag)
+		case r.Name == goMemName(0):
+			codes["mem"] = fmt.Sprint(r.STag)
+		}
+	}
 }
 
 func checkSignalStep(t *testing.T, s *Server, tabs []*tab, from *tab, b []byte, codes map[string]string) {
@@ -443,7 +523,8 @@ func checkSignalBounds(t *testing.T, s *Server, tabs []*tab) {
 	if g := tabs[0].goPeer(); g != nil {
 		for i, p := range g.peers {
 			rs := p.Regions()
-			recv := 0
+			recv, windows := 0, 0
+			byTag := map[uint32]peer.Region{}
 			for _, r := range rs {
 				if r.Len > peer.MaxRegionLen {
 					t.Fatalf("queue pair %d: a region of %d octets", i, r.Len)
@@ -451,9 +532,23 @@ func checkSignalBounds(t *testing.T, s *Server, tabs []*tab) {
 				if r.Recv {
 					recv++
 				}
+				if r.Window {
+					windows++
+				} else {
+					byTag[r.STag] = r
+				}
 			}
-			if len(rs)-recv > peer.MaxRegions || recv > peer.MaxRecvBuffers {
-				t.Fatalf("queue pair %d: %d regions, %d of them receive buffers", i, len(rs), recv)
+			if len(rs)-recv-windows > peer.MaxRegions || recv > peer.MaxRecvBuffers || windows > peer.MaxWindows {
+				t.Fatalf("queue pair %d: %d regions, %d of them receive buffers, %d memory windows", i, len(rs), recv, windows)
+			}
+			for _, w := range rs {
+				if !w.Window {
+					continue
+				}
+				r, ok := byTag[w.Parent]
+				if !ok || r.Recv || w.Len <= 0 || w.Base < r.Base || w.Base-r.Base+uint64(w.Len) > uint64(r.Len) {
+					t.Fatalf("queue pair %d: window %+v over %+v", i, w, r)
+				}
 			}
 		}
 	}

@@ -204,6 +204,22 @@ func (g *goPeer) command(m Message) error {
 			access = "rw"
 		}
 		_, err = p.Register("Go peer region", n, m.Base, access)
+	case "bind":
+		// A memory window over Len octets of the region STag from Offset,
+		// bound to this queue pair (rdmap.QueuePair.BindWindow): its own
+		// STag, with its own rights, remote write unless Access says.
+		access := m.Access
+		if access == "" {
+			access = "w"
+		}
+		var win uint32
+		if win, err = p.BindWindow(m.STag, m.Offset, m.Len, access); err == nil {
+			stream := "this DDP stream"
+			if len(g.peers) > 1 {
+				stream = fmt.Sprintf("stream %d", streamID(m.QP))
+			}
+			g.report("Go peer: memory window STag %#08x bound over %d octets of STag %#08x from offset %d, usable on %s alone", win, m.Len, m.STag, m.Offset, stream)
+		}
 	case "deregister":
 		err = p.Deregister(m.STag)
 	case "invalidate":

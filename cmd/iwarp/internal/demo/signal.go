@@ -46,6 +46,7 @@ type Message struct {
 	STag   uint32         `json:"stag,omitempty"`
 	Len    int            `json:"len,omitempty"`
 	Base   uint64         `json:"base,omitempty"`
+	Offset uint64         `json:"offset,omitempty"` // a window's, in its region (bind)
 	Access string         `json:"access,omitempty"`
 	QP     int            `json:"qp,omitempty"`
 	MS     int            `json:"ms,omitempty"`
