@@ -81,6 +81,33 @@ func refusedOnceInvalid(t *testing.T, ctx context.Context, p *demo.Page, mem *wp
 	})
 }
 
+// waitRegions waits for the Go peer's regions until ok holds.
+func waitRegions(t *testing.T, ctx context.Context, p *demo.Page, what string, ok func() bool) {
+	t.Helper()
+	for !ok() {
+		if _, err := p.Wait(ctx, func(m demo.Message) bool { return m.Regions != nil }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// waitWindow waits until the Go peer lists a memory window that ok
+// accepts, and returns it.
+func waitWindow(t *testing.T, ctx context.Context, p *demo.Page, what string, ok func(wpeer.Region) bool) wpeer.Region {
+	t.Helper()
+	var win wpeer.Region
+	waitRegions(t, ctx, p, what, func() bool {
+		for _, r := range p.Regions() {
+			if r.Window && ok(r) {
+				win = r
+				return true
+			}
+		}
+		return false
+	})
+	return win
+}
+
 // labText is what the page's "Write 1,000 octets" writes.
 func labText(n int) []byte {
 	var b []byte
@@ -269,6 +296,81 @@ func TestLabDemoObservations(t *testing.T) {
 			t.Fatal(err)
 		}
 		refusedOnceInvalid(t, ctx, p, mem, "its Invalidate")
+		p.Close()
+		// The window: bound over 16 octets of the Go peer's memory from
+		// offset 16, remote write, to the page's queue pair.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem = p.Region("Go peer memory")
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "bind", STag: mem.STag, Offset: 16, Len: 16, Access: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		win := waitWindow(t, ctx, p, "the bind", func(w wpeer.Region) bool { return w.Valid })
+		if win.Name != "window on Go peer memory" || win.Base != mem.Base+16 || win.Len != 16 || win.Access != "remote write" || win.Parent != mem.STag {
+			t.Fatalf("the window: %+v", win)
+		}
+		q := p.Peers[0]
+		if _, err := q.Write([]byte("through a window"), win.STag, win.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write through the window", func(e wpeer.Event) bool {
+			if e.Kind == "segment-placed" && (e.STag != win.STag || e.Region != mem.STag || e.Offset != e.TO-mem.Base) {
+				t.Errorf("placement %+v: want it in the Go peer's memory at TO - its base", e)
+			}
+			return e.Kind == "message-delivered" && e.Tagged
+		})
+		waitRegions(t, ctx, p, "the Write through the window", func() bool {
+			return string(p.Region("Go peer memory").Data[16:32]) == "through a window"
+		})
+		if r := p.Region("Go peer memory"); string(r.Data[:16]) != string(make([]byte, 16)) {
+			t.Errorf("the Go peer's memory before the window: %q", r.Data[:16])
+		}
+		// Send with Invalidate for the window: the window is invalid,
+		// the region is not, and a Write to the region is placed.
+		if _, err := q.Send([]byte("done"), false, win.STag); err != nil {
+			t.Fatal(err)
+		}
+		waitWindow(t, ctx, p, "the Send with Invalidate for the window", func(w wpeer.Region) bool { return !w.Valid })
+		if !p.Region("Go peer memory").Valid {
+			t.Fatal("the Send with Invalidate for the window invalidated the Go peer's memory")
+		}
+		if _, err := q.Write([]byte("region"), mem.STag, mem.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write to the region", func(e wpeer.Event) bool {
+			return e.Kind == "message-delivered" && e.Tagged && e.STag == mem.STag
+		})
+		// A Write through the invalid window is refused.
+		if _, err := q.Write([]byte("too late"), win.STag, win.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write through the invalid window", func(e wpeer.Event) bool {
+			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+		})
+		if r := p.Region("Go peer memory"); !r.Valid || string(r.Data[:6]) != "region" {
+			t.Errorf("the Go peer's memory after the refused Write: valid %v, %q", r.Valid, r.Data[:6])
+		}
+		p.Close()
+		// The Go peer's Invalidate button on the window: a Local
+		// Invalidate of the window alone.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64})
+		mem = p.Region("Go peer memory")
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "bind", STag: mem.STag, Offset: 16, Len: 16, Access: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		win = waitWindow(t, ctx, p, "the bind", func(w wpeer.Region) bool { return w.Valid })
+		if err := p.Send(ctx, demo.Message{Type: "go", Op: "invalidate", STag: win.STag}); err != nil {
+			t.Fatal(err)
+		}
+		waitWindow(t, ctx, p, "the window's Invalidate", func(w wpeer.Region) bool { return !w.Valid })
+		if !p.Region("Go peer memory").Valid {
+			t.Fatal("invalidating the window invalidated the Go peer's memory")
+		}
+		if _, err := p.Peers[0].Write([]byte("too late"), win.STag, win.Base); err != nil {
+			t.Fatal(err)
+		}
+		waitGo(t, ctx, p, "the Write after the window's Invalidate", func(e wpeer.Event) bool {
+			return e.Kind == "terminate" && strings.Contains(e.CodeName, "Invalid Steering Tag")
+		})
 	})
 	t.Run("lab3", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
