@@ -195,6 +195,22 @@ try {
     await page.waitForSelector(`#remote-regions .region.invalid[data-stag="${goRegions[1]}"]`, { timeout: T });
     await page.screenshot({ path: join(out, "03-read-send.png"), fullPage: true });
 
+    step("a memory window over 16 octets of the Go peer's memory from offset 16");
+    const memStag = await page.evaluate(() => document.querySelector('#remote-regions .region[data-name="Go peer memory"]').dataset.stag);
+    await page.selectOption("#go-stag", memStag);
+    await page.fill("#go-w-off", "16");
+    await page.fill("#go-w-len", "16");
+    await page.selectOption("#go-w-access", "w");
+    await page.click("#go-bind");
+    const winSel = '#remote-regions .region[data-name="Go peer memory"] .windows li.window';
+    await page.waitForSelector(winSel, { timeout: T });
+    await expectText(page, winSel, "TO 0x1010 · 16 octets (offset 16 of this region) · rights: remote write · valid", "the window's listing");
+    const outlined = await page.evaluate(() => [...document.querySelectorAll('#remote-regions .region[data-name="Go peer memory"] .cell')]
+      .map((c, i) => (c.classList.contains("win") ? i : -1)).filter((i) => i >= 0));
+    if (outlined.length !== 16 || outlined[0] !== 16 || outlined[15] !== 31) throw new Error(`the window's outlined cells: ${JSON.stringify(outlined)}`);
+    const winOption = await page.evaluate(() => [...document.getElementById("w-stag").options].some((o) => o.textContent.includes("window on Go peer memory")));
+    if (!winOption) throw new Error("the RDMA Write control does not offer the window's STag");
+
     step("Atomic Operations on the Go peer's counter, beside the Go peer's own increments");
     // The counter is the Atomic control's default target.
     await page.waitForSelector('#remote-regions .region[data-name="Go peer counter"]', { timeout: T });

@@ -472,22 +472,25 @@ function cellText(v) {
 
 // drawRegions rebuilds a peer's region list when the set changed and
 // otherwise updates the cells in place.
+// Memory windows (r.window) are not drawn as regions of their own: each
+// is listed under its region (r.parent) and outlined in its grid.
 function drawRegions(side) {
   const box = $(side.el + "-regions");
-  const key = side.regions.map((r) => r.stag + ":" + r.len).join(",");
+  const shown = side.regions.filter((r) => !r.window);
+  const key = shown.map((r) => r.stag + ":" + r.len).join(",");
   if (box.dataset.key !== key) {
     box.dataset.key = key;
     box.textContent = "";
     for (const k of [...regionCache.keys()]) if (k.startsWith(side.el + ":")) regionCache.delete(k);
-    if (side.regions.length === 0) {
+    if (shown.length === 0) {
       const p = document.createElement("p");
       p.className = "empty";
       p.textContent = S.connected || side === S.remote ? "No regions." : "Connect to see this peer's memory.";
       box.append(p);
     }
-    for (const r of side.regions) box.append(regionElement(r));
+    for (const r of shown) box.append(regionElement(r));
   }
-  for (const r of side.regions) updateRegion(side, r);
+  for (const r of shown) updateRegion(side, r);
 }
 
 function regionElement(r) {
@@ -509,7 +512,10 @@ function regionElement(r) {
   }
   const text = document.createElement("p");
   text.className = "textview";
-  div.append(h, meta, grid, text);
+  const wins = document.createElement("ul");
+  wins.className = "windows";
+  wins.setAttribute("aria-label", "Memory windows over this region");
+  div.append(h, meta, wins, grid, text);
   return div;
 }
 
@@ -555,10 +561,34 @@ function updateRegion(side, r) {
   }
   const shown = txt.replace(/·+$/, "");
   div.querySelector(".grid").setAttribute("aria-label", "Contents of " + kind + ": " + (shown || "empty"));
+  drawWindows(side, r, div, cells);
   const advert = r.recv ? advertOf(data) : null;
   div.querySelector(".textview").textContent = r.len === 8 ? "As a 64-bit number (little-endian, as FetchAdd adds): " + word64(r)
     : advert ? "As an advertisement (rdmap.RemoteBuffer, 16 octets): " + advert
     : "As text: " + (shown || "(empty)");
+}
+
+// drawWindows lists the memory windows over region r, each with its
+// STag, TO, length and rights, and outlines their octets in its grid.
+function drawWindows(side, r, div, cells) {
+  const wins = side.regions.filter((w) => w.window && w.parent === r.stag);
+  const ul = div.querySelector(".windows");
+  ul.textContent = "";
+  const mark = new Array(cells.length).fill("");
+  for (const w of wins) {
+    const li = document.createElement("li");
+    li.className = "window" + (w.valid ? "" : " invalid");
+    li.dataset.stag = w.stag;
+    const off = w.base - r.base;
+    li.textContent = "Window STag " + hex(w.stag) + " · TO " + hex(w.base, 4) + " · " + w.len + " octets (offset " + off + " of this region) · rights: " +
+      (w.access || "none") + " · " + (w.valid ? "valid, on this stream alone" : "INVALID (STag no longer usable)");
+    ul.append(li);
+    for (let i = off; i < off + w.len && i < cells.length; i++) if (w.valid || !mark[i]) mark[i] = w.valid ? "win" : "win-gone";
+  }
+  for (let i = 0; i < cells.length; i++) {
+    cells[i].classList.toggle("win", mark[i] === "win");
+    cells[i].classList.toggle("win-gone", mark[i] === "win-gone");
+  }
 }
 
 // markCells marks a placement's cells: placed (amber) until its message
@@ -1448,6 +1478,10 @@ function wire() {
   on("go-recv", () => goCmd("post-recv", { len: 64 }));
   on("go-invalidate", () => goCmd("invalidate", { stag: Number($("go-stag").value) }));
   on("go-deregister", () => goCmd("deregister", { stag: Number($("go-stag").value) }));
+  on("go-bind", () => goCmd("bind", {
+    stag: Number($("go-stag").value), offset: Number($("go-w-off").value),
+    len: Number($("go-w-len").value), access: $("go-w-access").value,
+  }));
   on("st-run", () => (S.st.timer ? stopSteady() : startSteady()));
   on("st-hold", holdStream);
   for (const id of Object.keys(faults)) on(id, faults[id]);
