@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ func TestDemoUsage(t *testing.T) {
 	for _, args := range [][]string{{"extra"}, {"--nope"}} {
 		var out bytes.Buffer
 		err := runDemo(args, &out, &out)
-		var ue usageError
+		var ue endpoint.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("runDemo(%q) = %v, want a usage error", args, err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"os"
 	"os/exec"
@@ -22,7 +23,7 @@ func TestPcapKilled(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "serve.pcap")
 			s := startServe(t, "--listen", scheme+"://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
-			exerciseOpen(t, s, linkFlags{})
+			exerciseOpen(t, s, endpoint.Flags{})
 
 			// The session so far, while serve runs and the connection
 			// is open.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -319,7 +320,7 @@ func TestDumpErrors(t *testing.T) {
 
 // exercise runs Writes, a Read, Sends and a Send with Invalidate against
 // a served region, then closes.
-func exercise(t *testing.T, s *server, link linkFlags) {
+func exercise(t *testing.T, s *server, link endpoint.Flags) {
 	cl := exerciseOpen(t, s, link)
 	cl.close()
 	s.next("closed")
@@ -328,7 +329,7 @@ func exercise(t *testing.T, s *server, link linkFlags) {
 
 // exerciseOpen runs exercise's operations and leaves the connection
 // open.
-func exerciseOpen(t *testing.T, s *server, link linkFlags) *client {
+func exerciseOpen(t *testing.T, s *server, link endpoint.Flags) *client {
 	cl := dialServer(t, s.url, link)
 	s.next("connected")
 	data := bytes.Repeat([]byte{0x5a}, 5000)
@@ -366,10 +367,10 @@ func TestPcapTCP(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		link linkFlags
+		link endpoint.Flags
 	}{
-		{"crc", nil, linkFlags{}},
-		{"markers", []string{"--markers"}, linkFlags{markers: true}},
+		{"crc", nil, endpoint.Flags{}},
+		{"markers", []string{"--markers"}, endpoint.Flags{Markers: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "serve.pcap")
@@ -416,7 +417,7 @@ func TestPcapTCP(t *testing.T) {
 func TestPcapSCTP(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "serve.pcap")
 	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
-	exercise(t, s, linkFlags{})
+	exercise(t, s, endpoint.Flags{})
 	recs := dumpJSON(t, file)
 	kinds, ops := map[string]int{}, map[string]int{}
 	for _, r := range recs {
@@ -442,18 +443,18 @@ func TestPcapSCTP(t *testing.T) {
 func TestPcapClientTCP(t *testing.T) {
 	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096")
 	file := filepath.Join(t.TempDir(), "client.pcap")
-	rec, err := newRecorder(file, "tcp")
+	rec, err := endpoint.NewRecorder(file, "tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, _ := parseEndpoint(s.url)
+	ep, _ := endpoint.Parse(s.url)
 	cl := &client{t: t, dev: rdmap.NewDevice(rdmap.DeviceConfig{})}
 	cl.pd = cl.dev.NewProtectionDomain()
 	cl.scq, cl.rcq = cl.dev.NewCompletionQueue(16), cl.dev.NewCompletionQueue(16)
 	cl.qp, _ = cl.pd.NewQueuePair(rdmap.QPConfig{SendCQ: cl.scq, RecvCQ: cl.rcq})
 	adv := cl.reg(make([]byte, 16))
 	cl.qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 16}}})
-	cl.c, err = dial(t.Context(), ep, &linkFlags{}, rec, cl.qp, os.Stderr)
+	cl.c, err = endpoint.Dial(t.Context(), ep, &endpoint.Flags{}, rec, cl.qp, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestDumpUpperPDU(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sctp.pcap")
 	s := startServe(t, "--listen", "sctp://127.0.0.1:0", "--mr-size", "16384", "--pcap", file)
-	exercise(t, s, linkFlags{})
+	exercise(t, s, endpoint.Flags{})
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +515,7 @@ func TestDumpUpperPDU(t *testing.T) {
 func TestPcapTCPStopWhileConnected(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "serve.pcap")
 	s := startServe(t, "--listen", "tcp://127.0.0.1:0", "--mr-size", "4096", "--pcap", file)
-	dialServer(t, s.url, linkFlags{})
+	dialServer(t, s.url, endpoint.Flags{})
 	s.next("connected")
 	s.stop()
 	recs := dumpJSON(t, file)

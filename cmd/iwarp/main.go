@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"os"
 	"sort"
@@ -36,12 +37,8 @@ var commands = map[string]command{}
 
 func register(name string, c command) { commands[name] = c }
 
-// usageError marks an error in how the command was called: exit status 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+// usagef reports an error in how the command was called: exit status 2.
+var usagef = endpoint.Usagef
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -62,14 +59,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	err := c.run(args[1:], stdout, stderr)
-	var ue usageError
+	var ue endpoint.UsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "iwarp %s: %s\n", args[0], ue.msg)
+		fmt.Fprintf(stderr, "iwarp %s: %s\n", args[0], ue.Msg)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "iwarp %s: %v\n", args[0], err)

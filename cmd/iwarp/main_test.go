@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"os"
@@ -171,20 +172,20 @@ type client struct {
 	pd       *rdmap.ProtectionDomain
 	scq, rcq *rdmap.CompletionQueue
 	qp       *rdmap.QueuePair
-	c        *conn
+	c        *endpoint.Conn
 	stag     uint32
 	to       uint64
 	length   uint32
 }
 
-func dialServer(t *testing.T, url string, link linkFlags) *client {
+func dialServer(t *testing.T, url string, link endpoint.Flags) *client {
 	t.Helper()
-	ep, err := parseEndpoint(url)
+	ep, err := endpoint.Parse(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl, adv := newClient(t)
-	cl.c, err = dial(context.Background(), ep, &link, nil, cl.qp, io.Discard)
+	cl.c, err = endpoint.Dial(context.Background(), ep, &link, nil, cl.qp, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func dialServerFrom(t *testing.T, from, url string) *client {
 		nc.Close()
 		t.Fatal(err)
 	}
-	cl.c = &conn{info: mpaInfo(mc, nc.RemoteAddr()), qp: cl.qp}
+	cl.c = &endpoint.Conn{Info: endpoint.MPAInfo(mc, nc.RemoteAddr()), QP: cl.qp}
 	cl.advertised(adv)
 	return cl
 }
@@ -276,7 +277,7 @@ func (cl *client) wait(cq *rdmap.CompletionQueue) rdmap.Completion {
 func (cl *client) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	cl.c.close(ctx)
+	cl.c.Close(ctx)
 }
 
 func wantField(t *testing.T, ev map[string]any, key string, want any) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"net"
 	"net/http"
 	"strconv"
@@ -67,7 +68,7 @@ func TestServeObservedByDemo(t *testing.T) {
 		}
 	}
 
-	cl := dialServer(t, s.url, linkFlags{})
+	cl := dialServer(t, s.url, endpoint.Flags{})
 	s.next("connected")
 	data := []byte("placed where the page can see it")
 	if err := cl.qp.PostWrite(rdmap.WriteWR{ID: 1, SGL: []rdmap.SGE{{MR: cl.reg(data), Length: uint32(len(data))}}, RemoteSTag: cl.stag, RemoteTO: cl.to + 40}); err != nil {

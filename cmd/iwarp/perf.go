@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"os"
 	"os/signal"
@@ -35,7 +36,7 @@ type perfOptions struct {
 	json            bool
 	depth           int
 	cqMod           int
-	link            linkFlags
+	link            endpoint.Flags
 	// Server.
 	limits               perf.Limits
 	memBudget, connBytes string
@@ -77,7 +78,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.connBytes, "conn-budget", "64M", "server: octets of regions and buffers one connection may hold (K, M, G)")
 	fs.DurationVar(&o.limits.IdleTimeout, "idle-timeout", perf.DefaultIdleTimeout, "server: close a connection on which nothing moves for this long")
 	fs.Bool("perftest", false, "speak perftest's rdma_cm protocol with ib_write_bw -R and the others (see iwarp perf --perftest -h)")
-	o.link.register(fs)
+	o.link.Register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,11 +91,11 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.listen != "" {
-		ep, err := parseEndpoint(o.listen)
+		ep, err := endpoint.Parse(o.listen)
 		if err != nil {
 			return err
 		}
-		if err := o.link.check(ep, true); err != nil {
+		if err := o.link.Check(ep, true); err != nil {
 			return err
 		}
 		if f := givenFlag(fs, perfClientFlags); f != "" {
@@ -108,11 +109,11 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if f := givenFlag(fs, perfServerFlags); f != "" {
 		return usagef("--%s is for the server (--listen)", f)
 	}
-	ep, err := parseEndpoint(o.connect)
+	ep, err := endpoint.Parse(o.connect)
 	if err != nil {
 		return err
 	}
-	if err := o.link.check(ep, false); err != nil {
+	if err := o.link.Check(ep, false); err != nil {
 		return err
 	}
 	cfg, err := o.clientConfig()

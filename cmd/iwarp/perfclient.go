@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"strconv"
@@ -15,11 +16,11 @@ import (
 
 // perfClient is "iwarp perf --connect": it wires the engine
 // (cmd/iwarp/internal/perf) to the command's transports and prints its results.
-func perfClient(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.ClientConfig, stdout, stderr io.Writer) error {
-	var rec *recorder
-	if o.link.pcap != "" {
+func perfClient(ctx context.Context, ep endpoint.URL, o *perfOptions, cfg perf.ClientConfig, stdout, stderr io.Writer) error {
+	var rec *endpoint.Recorder
+	if o.link.PCAP != "" {
 		var err error
-		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+		if rec, err = endpoint.NewRecorder(o.link.PCAP, ep.Scheme); err != nil {
 			return err
 		}
 	}
@@ -30,26 +31,26 @@ func perfClient(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Clien
 	return err
 }
 
-func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.ClientConfig, rec *recorder, stdout, stderr io.Writer) error {
+func perfClientRun(ctx context.Context, ep endpoint.URL, o *perfOptions, cfg perf.ClientConfig, rec *endpoint.Recorder, stdout, stderr io.Writer) error {
 	prog := newProgress(stdout)
 	cfg.Progress = prog.update
-	var last atomic.Pointer[conn] // the data connection, to explain how it ended
+	var last atomic.Pointer[endpoint.Conn] // the data connection, to explain how it ended
 	cfg.Connect = func(ctx context.Context, qp *rdmap.QueuePair) (*perf.Link, error) {
-		c, err := dial(ctx, ep, &o.link, rec, qp, stderr)
+		c, err := endpoint.Dial(ctx, ep, &o.link, rec, qp, stderr)
 		if err != nil {
 			return nil, err
 		}
 		last.Store(c)
-		return &perf.Link{Transport: ep.scheme, Info: c.info.String(), CRC: c.info.CRC != nil && *c.info.CRC, Close: c.close}, nil
+		return &perf.Link{Transport: ep.Scheme, Info: c.Info.String(), CRC: c.Info.CRC != nil && *c.Info.CRC, Close: c.Close}, nil
 	}
-	host, _, _ := net.SplitHostPort(ep.addr)
+	host, _, _ := net.SplitHostPort(ep.Addr)
 	cfg.DialRaw = func(ctx context.Context, port uint16) (*perf.RawLink, error) {
 		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
-		if ep.scheme == "tcp" {
+		if ep.Scheme == "tcp" {
 			return perf.DialRawTCP(ctx, addr)
 		}
 		// The iWARP association's configuration: the same tuning.
-		scfg, _, _, err := o.link.sctpConfig(ep.addr, false, nil)
+		scfg, _, _, err := o.link.SCTPConfig(ep.Addr, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +62,7 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Cl
 	}
 	defer cl.Close()
 
-	res := perf.Result{Transport: ep.scheme, URL: ep.String(), Op: cfg.Op.String(), Test: "bw"}
+	res := perf.Result{Transport: ep.Scheme, URL: ep.String(), Op: cfg.Op.String(), Test: "bw"}
 	if cfg.Lat {
 		res.Test = "lat"
 	}
@@ -81,7 +82,7 @@ func perfClientRun(ctx context.Context, ep endpoint, o *perfOptions, cfg perf.Cl
 		st, err := cl.Run(ctx, size)
 		prog.end()
 		if err != nil {
-			return last.Load().explain(err)
+			return last.Load().Explain(err)
 		}
 		res.Results = append(res.Results, st)
 		if !o.json {

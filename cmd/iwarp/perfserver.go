@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"sync"
@@ -15,7 +16,7 @@ import (
 
 // perfServe is "iwarp perf --listen": it answers perf clients until ctx
 // is done, with a plain TCP or SCTP listener beside for --compare-raw.
-func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr io.Writer) error {
+func perfServe(ctx context.Context, ep endpoint.URL, o *perfOptions, stdout, stderr io.Writer) error {
 	// Clients' goroutines, the raw listener's and the transport's
 	// listener (its refusals) all write lines here.
 	stderr = &lockedWriter{w: stderr}
@@ -25,8 +26,8 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 		fmt.Fprintf(stderr, "iwarp perf: %d more refused connections not reported\n", n)
 	})
 	defer refused.close()
-	o.link.refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
-	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
+	o.link.Refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
+	l, rec, err := endpoint.ListenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err
 	}
@@ -41,9 +42,9 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 		return fmt.Errorf("raw listener for --compare-raw: %v", err)
 	}
 	srv.SetRawPort(port)
-	fmt.Fprintf(stdout, "listening on %s://%s\n", ep.scheme, l.Addr())
-	if l.fingerprint != "" {
-		fmt.Fprintf(stdout, "fingerprint sha-256 %s\n", l.fingerprint)
+	fmt.Fprintf(stdout, "listening on %s://%s\n", ep.Scheme, l.Addr())
+	if l.Fingerprint != "" {
+		fmt.Fprintf(stdout, "fingerprint sha-256 %s\n", l.Fingerprint)
 	}
 	for {
 		p, err := l.Accept(ctx)
@@ -53,27 +54,27 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var c *conn
-			err := srv.Handle(ctx, p.peer, func(qp *rdmap.QueuePair) (func(context.Context), error) {
+			var c *endpoint.Conn
+			err := srv.Handle(ctx, p.Peer, func(qp *rdmap.QueuePair) (func(context.Context), error) {
 				var err error
-				if c, err = p.accept(ctx, qp); err != nil {
+				if c, err = p.Accept(ctx, qp); err != nil {
 					return nil, err
 				}
-				return c.close, nil
-			}, p.reject)
+				return c.Close, nil
+			}, p.Reject)
 			if c != nil {
-				if at, perr, ok := c.peerDead(); ok {
-					err = fmt.Errorf("peer dead at %s: %v", at.Format(peerDeadTime), perr)
+				if at, perr, ok := c.PeerDead(); ok {
+					err = fmt.Errorf("peer dead at %s: %v", at.Format(endpoint.PeerDeadTime), perr)
 				} else {
-					err = c.explain(err)
+					err = c.Explain(err)
 				}
 			}
 			var refusal *perf.RefusedError
 			switch {
 			case errors.As(err, &refusal):
-				refused.report(p.peer, err.Error())
+				refused.report(p.Peer, err.Error())
 			case err != nil && ctx.Err() == nil:
-				fmt.Fprintf(stderr, "iwarp perf: client %s: %v\n", p.peer, err)
+				fmt.Fprintf(stderr, "iwarp perf: client %s: %v\n", p.Peer, err)
 			}
 		}()
 	}
@@ -88,10 +89,10 @@ func perfServe(ctx context.Context, ep endpoint, o *perfOptions, stdout, stderr 
 // perf listener's configuration for sctp://, under the perf server's
 // connection limits. It serves until ctx ends; should the raw listener
 // stop before, stderr hears why (--compare-raw fails from then on).
-func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Server, wg *sync.WaitGroup, stderr io.Writer) (uint16, error) {
+func startRawServer(ctx context.Context, ep endpoint.URL, l *endpoint.Listener, srv *perf.Server, wg *sync.WaitGroup, stderr io.Writer) (uint16, error) {
 	host, _, _ := net.SplitHostPort(l.Addr().String())
 	addr := net.JoinHostPort(host, "0")
-	if ep.scheme == "tcp" {
+	if ep.Scheme == "tcp" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return 0, err
@@ -105,7 +106,7 @@ func startRawServer(ctx context.Context, ep endpoint, l *listener, srv *perf.Ser
 		}()
 		return uint16(ln.Addr().(*net.TCPAddr).Port), nil
 	}
-	sl, err := sctpddp.Listen(ctx, "udp", addr, srv.RawSCTPConfig(*l.sctpConfig))
+	sl, err := sctpddp.Listen(ctx, "udp", addr, srv.RawSCTPConfig(*l.SCTPConfig))
 	if err != nil {
 		return 0, err
 	}

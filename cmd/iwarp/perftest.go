@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"net/url"
@@ -208,17 +209,17 @@ func parseSize(s string) (int64, error) {
 // perftestConnect runs one session as perftest's client.
 func perftestConnect(ctx context.Context, addr string, o *perftestOptions, stdout, stderr io.Writer) error {
 	cfg := o.cfg
-	var rec *recorder
+	var rec *endpoint.Recorder
 	if o.pcap != "" {
 		var err error
-		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
+		if rec, err = endpoint.NewRecorder(o.pcap, "tcp"); err != nil {
 			return err
 		}
 		m := mpa.Config{}
 		if cfg.MPA != nil {
 			m = *cfg.MPA
 		}
-		m.Trace = rec.c.MPATrace(false)
+		m.Trace = rec.MPATrace(false)
 		cfg.MPA = &m
 	}
 	res, err := perftest.Dial(ctx, addr, cfg)
@@ -234,13 +235,13 @@ func perftestConnect(ctx context.Context, addr string, o *perftestOptions, stdou
 // perftestServe serves sessions until ctx ends (one with --once).
 func perftestServe(ctx context.Context, addr string, o *perftestOptions, stdout, stderr io.Writer) error {
 	cfg := &mpa.Config{NoCRC: o.noCRC, Markers: o.markers}
-	var rec *recorder
+	var rec *endpoint.Recorder
 	if o.pcap != "" {
 		var err error
-		if rec, err = newRecorder(o.pcap, "tcp"); err != nil {
+		if rec, err = endpoint.NewRecorder(o.pcap, "tcp"); err != nil {
 			return err
 		}
-		cfg.Trace = rec.c.MPATrace(true)
+		cfg.Trace = rec.MPATrace(true)
 	}
 	l, err := mpa.Listen(ctx, "tcp", addr, cfg)
 	if err != nil {

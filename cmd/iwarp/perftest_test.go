@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,7 @@ func TestPerftestFlags(t *testing.T) {
 	} {
 		var out, errw bytes.Buffer
 		err := runPerf(c.args, &out, &errw)
-		var ue usageError
+		var ue endpoint.UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want a usage error with %q", c.args, err, c.want)
 		}

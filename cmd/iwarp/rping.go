@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"os"
@@ -52,7 +53,7 @@ type rpingOptions struct {
 	privateData string
 	ird, ord    int
 	firstDelay  time.Duration
-	link        linkFlags
+	link        endpoint.Flags
 
 	rtrs []ddp.RTR
 }
@@ -121,7 +122,7 @@ func rpingFlags(o *rpingOptions, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.ird, "ird", rping.DefaultIRD, "the IRD to offer (RDMA Reads the peer may have outstanding here)")
 	fs.IntVar(&o.ord, "ord", rping.DefaultORD, "the ORD to offer (RDMA Reads this end may have outstanding)")
 	fs.DurationVar(&o.firstDelay, "first-fpdu-delay", rpingFirstFPDUDelay, "tcp:// client: `pause` between the MPA Reply and the first FPDU (Linux siw's accept race)")
-	o.link.register(fs)
+	o.link.Register(fs)
 	return fs
 }
 
@@ -149,101 +150,101 @@ func runRping(args []string, stdout, stderr io.Writer) error {
 }
 
 // check validates the flags and returns the endpoint.
-func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint, error) {
+func (o *rpingOptions) check(fs *flag.FlagSet) (endpoint.URL, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.server == o.client {
-		return endpoint{}, usagef("give -s (server) or -c (client)")
+		return endpoint.URL{}, usagef("give -s (server) or -c (client)")
 	}
 	if fs.NArg() > 1 {
-		return endpoint{}, usagef("unexpected argument %q", fs.Arg(1))
+		return endpoint.URL{}, usagef("unexpected argument %q", fs.Arg(1))
 	}
 	if err := rping.CheckSize(o.size); err != nil {
-		return endpoint{}, usagef("-S: %v", err)
+		return endpoint.URL{}, usagef("-S: %v", err)
 	}
 	if o.count < 0 {
-		return endpoint{}, usagef("invalid count %d", o.count)
+		return endpoint.URL{}, usagef("invalid count %d", o.count)
 	}
 	if o.port < 0 || o.port > 65535 || (o.port == 0 && o.client) {
-		return endpoint{}, usagef("-p: invalid port %d", o.port)
+		return endpoint.URL{}, usagef("-p: invalid port %d", o.port)
 	}
-	var ep endpoint
+	var ep endpoint.URL
 	if fs.NArg() == 1 {
 		if set["a"] || set["p"] {
-			return endpoint{}, usagef("give -a/-p or a URL, not both")
+			return endpoint.URL{}, usagef("give -a/-p or a URL, not both")
 		}
 		var err error
-		if ep, err = parseEndpoint(fs.Arg(0)); err != nil {
-			return endpoint{}, err
+		if ep, err = endpoint.Parse(fs.Arg(0)); err != nil {
+			return endpoint.URL{}, err
 		}
 	} else {
 		if o.client && o.addr == "" {
-			return endpoint{}, usagef("the client needs the server's address: -a addr (or a URL)")
+			return endpoint.URL{}, usagef("the client needs the server's address: -a addr (or a URL)")
 		}
-		ep = endpoint{scheme: "tcp", addr: net.JoinHostPort(o.addr, strconv.Itoa(o.port))}
+		ep = endpoint.URL{Scheme: "tcp", Addr: net.JoinHostPort(o.addr, strconv.Itoa(o.port))}
 	}
-	if err := o.link.check(ep, o.server); err != nil {
-		return endpoint{}, err
+	if err := o.link.Check(ep, o.server); err != nil {
+		return endpoint.URL{}, err
 	}
 	if o.server {
 		// -C is ignored, as rping's server ignores it: it serves until
 		// its client disconnects.
 		for _, f := range []string{"rev", "p2p", "rtr", "first-fpdu-delay"} {
 			if set[f] {
-				return endpoint{}, usagef("--%s is the client's: the server follows the client's MPA Request", f)
+				return endpoint.URL{}, usagef("--%s is the client's: the server follows the client's MPA Request", f)
 			}
 		}
 	} else if o.persistent {
-		return endpoint{}, usagef("-P is for the server (-s)")
+		return endpoint.URL{}, usagef("-P is for the server (-s)")
 	}
-	if ep.scheme == "sctp" {
+	if ep.Scheme == "sctp" {
 		for _, f := range []string{"rev", "p2p", "rtr", "private-data", "first-fpdu-delay"} {
 			if set[f] {
-				return endpoint{}, usagef("--%s applies to tcp:// only", f)
+				return endpoint.URL{}, usagef("--%s applies to tcp:// only", f)
 			}
 		}
 	}
 	if o.rev != 1 && o.rev != 2 {
-		return endpoint{}, usagef("--rev must be 1 or 2")
+		return endpoint.URL{}, usagef("--rev must be 1 or 2")
 	}
 	if o.rtr != "" {
 		o.p2p = true
 		for _, s := range strings.Split(o.rtr, ",") {
 			r, err := ddp.ParseRTR(strings.TrimSpace(s))
 			if err != nil || r == ddp.RTRNone {
-				return endpoint{}, usagef("--rtr: %q is not write, read or send", s)
+				return endpoint.URL{}, usagef("--rtr: %q is not write, read or send", s)
 			}
 			o.rtrs = append(o.rtrs, r)
 		}
 	}
 	if len(o.rtrs) == 1 && o.rtrs[0] == ddp.RTRRead && o.ord == 0 {
-		return endpoint{}, usagef("--rtr read needs --ord 1 or more: the zero-length RDMA Read takes one")
+		return endpoint.URL{}, usagef("--rtr read needs --ord 1 or more: the zero-length RDMA Read takes one")
 	}
 	if o.p2p && o.rev == 1 {
-		return endpoint{}, usagef("--p2p needs --rev 2: revision 1 has no RTR indication")
+		return endpoint.URL{}, usagef("--p2p needs --rev 2: revision 1 has no RTR indication")
 	}
 	if o.rev == 1 && (set["ird"] || set["ord"]) {
-		return endpoint{}, usagef("--ird and --ord need --rev 2: revision 1 carries no IRD/ORD")
+		return endpoint.URL{}, usagef("--ird and --ord need --rev 2: revision 1 carries no IRD/ORD")
 	}
 	max := mpa.MaxPrivateData
 	if o.rev == 2 {
 		max -= mpa.EnhancedDataLen
 	}
 	if len(o.privateData) > max {
-		return endpoint{}, usagef("--private-data: %d octets, at most %d", len(o.privateData), max)
+		return endpoint.URL{}, usagef("--private-data: %d octets, at most %d", len(o.privateData), max)
 	}
 	if o.ird < 0 || o.ord < 0 || o.ird > 128 || o.ord > 128 {
-		return endpoint{}, usagef("--ird and --ord must be between 0 and 128")
+		return endpoint.URL{}, usagef("--ird and --ord must be between 0 and 128")
 	}
 	if o.firstDelay < 0 {
-		return endpoint{}, usagef("--first-fpdu-delay must not be negative")
+		return endpoint.URL{}, usagef("--first-fpdu-delay must not be negative")
 	}
 	return ep, nil
 }
 
 // mpaConfig is the MPA configuration the flags ask for.
 func (o *rpingOptions) mpaConfig() *mpa.Config {
-	c := &mpa.Config{Revision: o.rev, Markers: o.link.markers, NoCRC: o.link.noCRC, ClientServer: !o.p2p, RTR: o.rtrs}
+	c := &mpa.Config{Revision: o.rev, Markers: o.link.Markers, NoCRC: o.link.NoCRC, ClientServer: !o.p2p, RTR: o.rtrs}
 	if o.privateData != "" {
 		c.PrivateData = []byte(o.privateData)
 	}
@@ -277,7 +278,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // describeConn is -d's line about a connection.
-func describeConn(info connInfo, c *mpa.Conn, qp *rdmap.QueuePair) string {
+func describeConn(info endpoint.Info, c *mpa.Conn, qp *rdmap.QueuePair) string {
 	s := info.String()
 	if c != nil {
 		n := c.Negotiated()
@@ -306,11 +307,11 @@ func describeConn(info connInfo, c *mpa.Conn, qp *rdmap.QueuePair) string {
 	return s + fmt.Sprintf(", IRD %d ORD %d", ird, ord)
 }
 
-func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stderr io.Writer) error {
-	var rec *recorder
-	if o.link.pcap != "" {
+func rpingClient(ctx context.Context, ep endpoint.URL, o *rpingOptions, stdout, stderr io.Writer) error {
+	var rec *endpoint.Recorder
+	if o.link.PCAP != "" {
 		var err error
-		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+		if rec, err = endpoint.NewRecorder(o.link.PCAP, ep.Scheme); err != nil {
 			return err
 		}
 	}
@@ -324,19 +325,19 @@ func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stde
 		rec.Close()
 		return err
 	}
-	o.link.mpa = o.mpaConfig()
-	cn, err := dial(ctx, ep, &o.link, rec, e.QP, stderr)
+	o.link.MPA = o.mpaConfig()
+	cn, err := endpoint.Dial(ctx, ep, &o.link, rec, e.QP, stderr)
 	if err != nil {
 		e.QP.Close(ctx)
 		rec.Close()
 		return err
 	}
 	if o.debug {
-		fmt.Fprintln(stdout, "connected:", describeConn(cn.info, cn.mpa(), e.QP))
+		fmt.Fprintln(stdout, "connected:", describeConn(cn.Info, cn.MPA(), e.QP))
 	}
-	err = cn.explain(c.Run(ctx))
+	err = cn.Explain(c.Run(ctx))
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	cn.close(closeCtx)
+	cn.Close(closeCtx)
 	cancel()
 	if o.debug {
 		fmt.Fprintf(stdout, "client DISCONNECT EVENT... after %d pings\n", c.Pings())
@@ -347,26 +348,26 @@ func rpingClient(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stde
 	return err
 }
 
-func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stderr io.Writer) error {
-	var rec *recorder
-	if o.link.pcap != "" {
+func rpingServe(ctx context.Context, ep endpoint.URL, o *rpingOptions, stdout, stderr io.Writer) error {
+	var rec *endpoint.Recorder
+	if o.link.PCAP != "" {
 		var err error
-		if rec, err = newRecorder(o.link.pcap, ep.scheme); err != nil {
+		if rec, err = endpoint.NewRecorder(o.link.PCAP, ep.Scheme); err != nil {
 			return err
 		}
 	}
-	o.link.mpa = o.mpaConfig()
-	l, err := listen(ctx, ep, &o.link, rec, stderr)
+	o.link.MPA = o.mpaConfig()
+	l, err := endpoint.Listen(ctx, ep, &o.link, rec, stderr)
 	if err != nil {
 		rec.Close()
 		return fmt.Errorf("cannot listen on %s: %v", ep, err)
 	}
-	rec.setLocal(l.Addr())
-	if o.debug || l.fingerprint != "" {
-		fmt.Fprintf(stdout, "listening on %s://%s\n", ep.scheme, l.Addr())
+	rec.SetLocal(l.Addr())
+	if o.debug || l.Fingerprint != "" {
+		fmt.Fprintf(stdout, "listening on %s://%s\n", ep.Scheme, l.Addr())
 	}
-	if l.fingerprint != "" {
-		fmt.Fprintln(stdout, "fingerprint sha-256", l.fingerprint)
+	if l.Fingerprint != "" {
+		fmt.Fprintln(stdout, "fingerprint sha-256", l.Fingerprint)
 	}
 	out := &lockedWriter{w: stdout}
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
@@ -388,7 +389,7 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 		go func() {
 			defer wg.Done()
 			if err := rpingServeConn(ctx, dev, p, n, o, out); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(stderr, "iwarp rping: connection %d from %s: %v\n", n, p.peer, err)
+				fmt.Fprintf(stderr, "iwarp rping: connection %d from %s: %v\n", n, p.Peer, err)
 			}
 		}()
 	}
@@ -401,28 +402,28 @@ func rpingServe(ctx context.Context, ep endpoint, o *rpingOptions, stdout, stder
 }
 
 // rpingServeConn serves one connection as rping's server thread does.
-func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *pending, n int, o *rpingOptions, stdout io.Writer) error {
+func rpingServeConn(ctx context.Context, dev *rdmap.Device, p *endpoint.Pending, n int, o *rpingOptions, stdout io.Writer) error {
 	e, err := rping.NewEndpoint(dev, o.ird, o.ord)
 	if err != nil {
-		p.reject()
+		p.Reject()
 		return err
 	}
 	s, err := rping.NewServer(e, o.config(stdout))
 	if err != nil {
-		p.reject()
+		p.Reject()
 		return err
 	}
-	c, err := p.accept(ctx, e.QP)
+	c, err := p.Accept(ctx, e.QP)
 	if err != nil {
 		e.QP.Close(ctx)
 		return err
 	}
 	if o.debug {
-		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.info, c.mpa(), e.QP))
+		fmt.Fprintf(stdout, "conn %d: connected: %s\n", n, describeConn(c.Info, c.MPA(), e.QP))
 	}
-	err = c.explain(s.Run(ctx))
+	err = c.Explain(s.Run(ctx))
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	c.close(closeCtx)
+	c.Close(closeCtx)
 	cancel()
 	if o.debug {
 		fmt.Fprintf(stdout, "conn %d: server DISCONNECT EVENT... after %d pings\n", n, s.Pings())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"os"
@@ -35,7 +36,7 @@ type serveOptions struct {
 	json      bool
 	advSend   bool
 	observe   string
-	link      linkFlags
+	link      endpoint.Flags
 	demo      *demo.Link // set when --observe joined a demo
 
 	maxConns        int
@@ -60,12 +61,12 @@ func (o *serveOptions) responderConfig() *responder.Config {
 func (o *serveOptions) connBytes() int64 { return o.responderConfig().ConnBytes() }
 
 // servedRequest is a pending connection as the responder takes it.
-type servedRequest struct{ p *pending }
+type servedRequest struct{ p *endpoint.Pending }
 
-func (r servedRequest) Reject() { r.p.reject() }
+func (r servedRequest) Reject() { r.p.Reject() }
 
 func (r servedRequest) Accept(ctx context.Context, qp *rdmap.QueuePair, privateData []byte) (responder.Conn, error) {
-	c, err := r.p.acceptWith(ctx, qp, privateData)
+	c, err := r.p.AcceptWith(ctx, qp, privateData)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +74,11 @@ func (r servedRequest) Accept(ctx context.Context, qp *rdmap.QueuePair, privateD
 }
 
 // servedConn is an accepted connection as the responder holds it.
-type servedConn struct{ c *conn }
+type servedConn struct{ c *endpoint.Conn }
 
-func (c servedConn) Info() fmt.Stringer                 { return c.c.info }
-func (c servedConn) PeerDead() (time.Time, error, bool) { return c.c.peerDead() }
-func (c servedConn) Close(ctx context.Context)          { c.c.close(ctx) }
+func (c servedConn) Info() fmt.Stringer                 { return c.c.Info }
+func (c servedConn) PeerDead() (time.Time, error, bool) { return c.c.PeerDead() }
+func (c servedConn) Close(ctx context.Context)          { c.c.Close(ctx) }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	var o serveOptions
@@ -98,7 +99,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 16, "connections served at once from one peer (an IPv4 address or an IPv6 /64)")
 	fs.Int64Var(&o.memBudget, "mem-budget", 1<<30, "octets of regions and receive buffers, in all connections")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection on which nothing arrives or leaves for this long (0: never)")
-	o.link.register(fs)
+	o.link.Register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -108,11 +109,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if o.listen == "" {
 		return usagef("--listen URL is required")
 	}
-	ep, err := parseEndpoint(o.listen)
+	ep, err := endpoint.Parse(o.listen)
 	if err != nil {
 		return err
 	}
-	if err := o.link.check(ep, true); err != nil {
+	if err := o.link.Check(ep, true); err != nil {
 		return err
 	}
 	if o.mrSize <= 0 || o.mrSize > 1<<30 {
@@ -136,7 +137,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, ep, &o, stdout, stderr)
 }
 
-func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, ep endpoint.URL, o *serveOptions, stdout, stderr io.Writer) error {
 	log := responder.NewLog(stdout, o.json)
 	refused := newRefusals(func(peer, why string) {
 		log.Emit(map[string]any{"event": "refused", "peer": peer, "reason": why}, fmt.Sprintf("refused %s: %s", peer, why))
@@ -144,21 +145,21 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		log.Emit(map[string]any{"event": "unreported", "refused": n}, fmt.Sprintf("%d more refused connections not reported", n))
 	})
 	defer refused.close()
-	o.link.refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
-	l, rec, err := listenRecorded(ctx, ep, &o.link, stderr)
+	o.link.Refused = func(remote net.Addr, why error) { refused.report(remote.String(), why.Error()) }
+	l, rec, err := endpoint.ListenRecorded(ctx, ep, &o.link, stderr)
 	if err != nil {
 		return err
 	}
-	url := ep.scheme + "://" + l.Addr().String()
+	url := ep.Scheme + "://" + l.Addr().String()
 	ev := map[string]any{"event": "listening", "url": url}
 	text := "listening on " + url
-	if l.fingerprint != "" {
-		ev["fingerprint"] = l.fingerprint
-		text += "\nfingerprint sha-256 " + l.fingerprint
+	if l.Fingerprint != "" {
+		ev["fingerprint"] = l.Fingerprint
+		text += "\nfingerprint sha-256 " + l.Fingerprint
 	}
 	log.Emit(ev, text)
-	if l.fingerprint != "" && o.json {
-		fmt.Fprintln(stderr, "iwarp: fingerprint sha-256", l.fingerprint)
+	if l.Fingerprint != "" && o.json {
+		fmt.Fprintln(stderr, "iwarp: fingerprint sha-256", l.Fingerprint)
 	}
 
 	if o.observe != "" {
@@ -190,18 +191,18 @@ func serve(ctx context.Context, ep endpoint, o *serveOptions, stdout, stderr io.
 		if err != nil {
 			break
 		}
-		if err := adm.Take(p.peer, o.connBytes()); err != nil {
-			p.reject()
-			refused.report(p.peer, serveRefusal(err))
+		if err := adm.Take(p.Peer, o.connBytes()); err != nil {
+			p.Reject()
+			refused.report(p.Peer, serveRefusal(err))
 			continue
 		}
 		n++
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			defer adm.Release(p.peer, o.connBytes())
+			defer adm.Release(p.Peer, o.connBytes())
 			if err := responder.Serve(ctx, dev, servedRequest{p}, id, rcfg, log); err != nil {
-				fmt.Fprintf(stderr, "iwarp serve: connection %d from %s: %v\n", id, p.peer, err)
+				fmt.Fprintf(stderr, "iwarp serve: connection %d from %s: %v\n", id, p.Peer, err)
 			}
 		}(n)
 	}

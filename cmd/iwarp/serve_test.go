@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"io"
 	"net"
 	"os"
@@ -68,11 +69,11 @@ func sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func testServe(t *testing.T, url string, link linkFlags, args ...string) {
+func testServe(t *testing.T, url string, link endpoint.Flags, args ...string) {
 	const mrSize = 8192
 	s := startServe(t, append([]string{"--listen", url, "--mr-size", "8192", "--recv-depth", "4", "--recv-size", "2048"}, args...)...)
 	if s.fp != "" {
-		link.fingerprint = s.fp
+		link.Fingerprint = s.fp
 	}
 	cl := dialServer(t, s.url, link)
 	ev := s.next("connected")
@@ -86,8 +87,8 @@ func testServe(t *testing.T, url string, link linkFlags, args ...string) {
 	wantField(t, ev, "transport", scheme)
 	if scheme == "tcp" {
 		wantField(t, ev, "mpa_revision", 2)
-		wantField(t, ev, "crc", !link.noCRC)
-		wantField(t, ev, "markers_rx", link.markers)
+		wantField(t, ev, "crc", !link.NoCRC)
+		wantField(t, ev, "markers_rx", link.Markers)
 	} else {
 		wantField(t, ev, "sctp_stream", 1)
 	}
@@ -142,19 +143,19 @@ func testServe(t *testing.T, url string, link linkFlags, args ...string) {
 }
 
 func TestServeTCP(t *testing.T) {
-	testServe(t, "tcp://127.0.0.1:0", linkFlags{})
+	testServe(t, "tcp://127.0.0.1:0", endpoint.Flags{})
 }
 
 func TestServeTCPMarkersNoCRC(t *testing.T) {
-	testServe(t, "tcp://127.0.0.1:0", linkFlags{markers: true, noCRC: true}, "--markers", "--no-crc")
+	testServe(t, "tcp://127.0.0.1:0", endpoint.Flags{Markers: true, NoCRC: true}, "--markers", "--no-crc")
 }
 
 func TestServeSCTPFingerprint(t *testing.T) {
-	testServe(t, "sctp://127.0.0.1:0", linkFlags{})
+	testServe(t, "sctp://127.0.0.1:0", endpoint.Flags{})
 }
 
 func TestServeSCTPPSK(t *testing.T) {
-	testServe(t, "sctp://127.0.0.1:0", linkFlags{psk: "lab key", pskIdentity: "iwarp"}, "--psk", "lab key")
+	testServe(t, "sctp://127.0.0.1:0", endpoint.Flags{PSK: "lab key", PSKIdentity: "iwarp"}, "--psk", "lab key")
 }
 
 // Two clients at once, then SIGINT with one still connected: serve
@@ -162,9 +163,9 @@ func TestServeSCTPPSK(t *testing.T) {
 func TestServeConcurrentAndSIGINT(t *testing.T) {
 	for _, url := range []string{"tcp://127.0.0.1:0", "sctp://127.0.0.1:0"} {
 		s := startServe(t, "--listen", url, "--mr-size", "4096")
-		a := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+		a := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
 		s.next("connected")
-		b := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+		b := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
 		s.next("connected")
 		if a.stag == b.stag {
 			t.Error("two connections share a region")
@@ -178,14 +179,14 @@ func TestServeConcurrentAndSIGINT(t *testing.T) {
 	}
 }
 
-// The client side of endpoint.go (dial, close) leaves no goroutines
+// The client side of package endpoint (Dial, Close) leaves no goroutines
 // behind, over either transport.
 func TestDialNoLeak(t *testing.T) {
 	for _, url := range []string{"tcp://127.0.0.1:0", "sctp://127.0.0.1:0"} {
 		s := startServe(t, "--listen", url, "--mr-size", "4096")
 		before := runtime.NumGoroutine()
 		for range 3 {
-			cl := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+			cl := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
 			s.next("connected")
 			cl.close()
 			s.next("closed")
@@ -206,7 +207,7 @@ func TestDialNoLeak(t *testing.T) {
 // queue pair terminates, and serve reports the peer's Terminate.
 func TestServeRemoteTerminate(t *testing.T) {
 	s := startServe(t, "--listen", "tcp://127.0.0.1:0")
-	ep, _ := parseEndpoint(s.url)
+	ep, _ := endpoint.Parse(s.url)
 	dev := rdmap.NewDevice(rdmap.DeviceConfig{})
 	pd := dev.NewProtectionDomain()
 	cq := dev.NewCompletionQueue(16)
@@ -214,11 +215,11 @@ func TestServeRemoteTerminate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := dial(t.Context(), ep, &linkFlags{}, nil, qp, io.Discard)
+	c, err := endpoint.Dial(t.Context(), ep, &endpoint.Flags{}, nil, qp, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close(t.Context())
+	defer c.Close(t.Context())
 	s.next("connected")
 	ev := s.next("terminate")
 	wantField(t, ev, "origin", "remote")
@@ -251,7 +252,7 @@ func TestServeSCTPCertFiles(t *testing.T) {
 	if s.fp != fp.String() {
 		t.Fatalf("serve prints fingerprint %s, the certificate's is %s", s.fp, fp)
 	}
-	cl := dialServer(t, s.url, linkFlags{fingerprint: s.fp})
+	cl := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
 	s.next("connected")
 	cl.close()
 	s.next("closed")
@@ -458,13 +459,13 @@ func TestPcapListenerSeesRealPeers(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var refusedFrom []string
-	f := &linkFlags{pcap: filepath.Join(t.TempDir(), "relay.pcap")}
-	f.refused = func(a net.Addr, why error) {
+	f := &endpoint.Flags{PCAP: filepath.Join(t.TempDir(), "relay.pcap")}
+	f.Refused = func(a net.Addr, why error) {
 		mu.Lock()
 		refusedFrom = append(refusedFrom, a.String())
 		mu.Unlock()
 	}
-	l, rec, err := listenRecorded(ctx, endpoint{scheme: "tcp", addr: "127.0.0.1:0"}, f, io.Discard)
+	l, rec, err := endpoint.ListenRecorded(ctx, endpoint.URL{Scheme: "tcp", Addr: "127.0.0.1:0"}, f, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,7 @@ func TestPcapListenerSeesRealPeers(t *testing.T) {
 	}
 	var syns, fins int
 	for time.Now().Before(deadline) {
-		syns, fins = tcpOpensAndCloses(t, f.pcap, "127.0.0.3")
+		syns, fins = tcpOpensAndCloses(t, f.PCAP, "127.0.0.3")
 		if fins >= mpa.DefaultMaxPerPeer {
 			break
 		}

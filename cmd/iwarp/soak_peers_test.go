@@ -8,6 +8,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/endpoint"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -52,10 +53,10 @@ func (g goodPeer) once() (time.Duration, error) {
 	qp.PostRecv(rdmap.RecvWR{ID: 1, SGL: []rdmap.SGE{{MR: adv, Length: 64}}})
 	start := time.Now()
 	var closeConn func(context.Context)
-	ep, _ := parseEndpoint(g.url)
-	if ep.scheme == "tcp" {
+	ep, _ := endpoint.Parse(g.url)
+	if ep.Scheme == "tcp" {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(g.from)}}
-		nc, err := d.DialContext(ctx, "tcp", ep.addr)
+		nc, err := d.DialContext(ctx, "tcp", ep.Addr)
 		if err != nil {
 			return 0, fmt.Errorf("tcp: %w", err)
 		}
