@@ -25,15 +25,15 @@ func describeSegment(r *Record, seg []byte) {
 	r.PayloadLen = &pl
 	last := ""
 	if h.Last {
-		last = " This is the message's last segment: it is complete."
+		last = " Its Last flag is set: the message is complete once every one of its segments is placed, which over SCTP's unordered delivery can be after this one arrives."
 	}
 	switch {
 	case h.DV != ddp.Version:
 		r.Note = fmt.Sprintf("DDP version %d: not one this decoder knows.", h.DV)
 	case op == rdmap.OpWrite:
-		r.Note = fmt.Sprintf("RDMA Write: %d bytes were placed straight into the peer's memory, STag %#08x at TO %#x, with no receive buffer involved.%s", pl, h.STag, h.TO, last)
+		r.Note = fmt.Sprintf("RDMA Write: %d bytes for the peer's memory at STag %#08x, TO %#x. The receiver places them there directly, with no receive buffer involved, if the STag is valid and grants remote write over those octets; otherwise it places nothing and answers with a Terminate.%s", pl, h.STag, h.TO, last)
 	case op == rdmap.OpReadResponse:
-		r.Note = fmt.Sprintf("RDMA Read Response: %d bytes read from the peer were placed into STag %#08x at TO %#x.%s", pl, h.STag, h.TO, last)
+		r.Note = fmt.Sprintf("RDMA Read Response: %d bytes read from the peer, to be placed into STag %#08x at TO %#x, the sink its Read Request named.%s", pl, h.STag, h.TO, last)
 	case op == rdmap.OpReadRequest:
 		rr, _, err := rdmap.ParseReadRequest(payload)
 		if err != nil {
@@ -59,7 +59,7 @@ func describeSegment(r *Record, seg []byte) {
 		}
 		r.Note = fmt.Sprintf("%s: %d bytes go into the peer's next posted receive buffer (queue %d, message MSN %d, at offset MO %d).", op, pl, h.QN, h.MSN, h.MO)
 		if h.Last {
-			r.Note += " This is the last segment: the message is delivered and its receive completes."
+			r.Note += " Its Last flag is set: the receive completes once every segment of the message is placed, which over SCTP's unordered delivery can be after this one arrives."
 			if r.InvSTag != nil {
 				r.Note += fmt.Sprintf(" It also invalidates the peer's STag %#08x.", *r.InvSTag)
 			}
