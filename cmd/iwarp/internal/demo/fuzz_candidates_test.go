@@ -183,3 +183,44 @@ func TestCandidateFilterCost(t *testing.T) {
 		t.Fatalf("%d of %d candidates kept in %v", kept, total, took)
 	}
 }
+
+// TestBindIP checks where the Go peer's ICE socket binds when the demo
+// is served on loopback: on loopback if the page offers a loopback
+// candidate or none of this host's addresses, else on the first of this
+// host's addresses the page offers (Firefox offers no loopback candidate
+// and ignores the Go peer's).
+func TestBindIP(t *testing.T) {
+	loop := net.IPv4(127, 0, 0, 1)
+	var host net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			host = n.IP
+			break
+		}
+	}
+	if host == nil {
+		t.Skip("this host has no IPv4 address but loopback")
+	}
+	cand := func(ip string) string { return "a=candidate:0 1 UDP 2122187007 " + ip + " 57100 typ host\r\n" }
+	for _, c := range []struct {
+		name   string
+		served net.IP
+		offer  []string
+		want   net.IP
+	}{
+		{"loopback offered first", loop, []string{cand("127.0.0.1"), cand(host.String())}, loop},
+		{"this host's address offered first", loop, []string{cand(host.String()), cand("127.0.0.1")}, host},
+		{"only this host's address", loop, []string{cand(host.String())}, host},
+		{"an mDNS name", loop, []string{cand("0d2c9a3e-1b2f-4c55-9a43-7f1f0c1d2e3f.local")}, loop},
+		{"an address of another host", loop, []string{cand("198.51.100.7")}, loop},
+		{"no candidate", loop, nil, loop},
+		{"served on an address", host, []string{cand("127.0.0.1")}, host},
+	} {
+		pol := newCandidatePolicy(c.served, 8)
+		offer, _, _ := pol.filter(candidateOffer(c.offer...))
+		if got := pol.bindIP(offer); !got.Equal(c.want) {
+			t.Errorf("%s: binds to %v, want %v", c.name, got, c.want)
+		}
+	}
+}

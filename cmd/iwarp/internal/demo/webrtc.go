@@ -198,6 +198,39 @@ func (c candidatePolicy) acceptLine(l string) bool {
 	return c.acceptIP(net.ParseIP(f[4]))
 }
 
+// bindIP is the address the Go peer's ICE socket binds to for an offer
+// (as filter returned it). It is the served address, except on
+// loopback: a browser that leaves loopback out of its candidates and
+// ignores a peer's loopback candidates (Firefox does, unless
+// media.peerconnection.ice.loopback is set) offers an address of this
+// host instead, and the Go peer binds to the first such address the
+// offer names, so that the two meet on it. The policy still takes
+// connectivity checks from this host's addresses alone.
+func (c candidatePolicy) bindIP(offer string) net.IP {
+	if !c.served.IsLoopback() {
+		return c.served
+	}
+	for l := range strings.Lines(offer) {
+		t := strings.Trim(l, "\r\n")
+		if !strings.HasPrefix(t, "a=candidate:") {
+			continue
+		}
+		f := strings.Fields(t)
+		if len(f) < 5 {
+			continue
+		}
+		ip := net.ParseIP(f[4])
+		switch {
+		case ip == nil:
+		case ip.IsLoopback():
+			return c.served
+		case c.acceptIP(ip):
+			return ip
+		}
+	}
+	return c.served
+}
+
 // offerParams returns the DDP streams and the MULPDU a page's offer to
 // the Go peer asks for, with their defaults, or why they cannot be had.
 func offerParams(m Message) (streams, mulpdu int, err error) {
@@ -219,8 +252,8 @@ func offerParams(m Message) (streams, mulpdu int, err error) {
 }
 
 // startWebRTC answers a page's offer with a Go peer on a data channel
-// per DDP stream; its ICE socket is bound to the served address alone
-// and runs through the tab's impaired network.
+// per DDP stream; its ICE socket is bound to one address (bindIP) and
+// runs through the tab's impaired network.
 func (s *Server) startWebRTC(t *tab, m Message) error {
 	t.setGoPeer(nil)
 	streams, mulpdu, err := offerParams(m)
@@ -252,7 +285,7 @@ func (s *Server) startWebRTC(t *tab, m Message) error {
 	if served.To4() == nil {
 		network, nt = "udp6", webrtc.NetworkTypeUDP6
 	}
-	uc, err := net.ListenUDP(network, &net.UDPAddr{IP: served})
+	uc, err := net.ListenUDP(network, &net.UDPAddr{IP: pol.bindIP(offer)})
 	if err != nil {
 		return err
 	}
