@@ -144,13 +144,7 @@ type Event struct {
 // TerminatedHeader is the DDP header (and the reading) a Terminate Message
 // carries (RFC 5040 §4.8).
 type TerminatedHeader struct {
-	Tagged bool   `json:"tagged"`
-	Last   bool   `json:"last"`
-	STag   uint32 `json:"stag"`
-	TO     uint64 `json:"to"`
-	QN     uint32 `json:"qn"`
-	MSN    uint32 `json:"msn"`
-	MO     uint32 `json:"mo"`
+	capture.DDP // the header's fields, in the JSON beside the others
 	// Siw is true when the header was found through Linux siw's layout
 	// of the Terminate Control (its M, D, R bits in the reserved octet).
 	Siw bool `json:"siw,omitempty"`

@@ -109,7 +109,7 @@ func terminatedHeader(p []byte) *TerminatedHeader {
 }
 
 func headerOf(h *ddp.Header, layer, etype, code uint8, siw bool) *TerminatedHeader {
-	return &TerminatedHeader{Tagged: h.Tagged, Last: h.Last, STag: h.STag, TO: h.TO, QN: h.QN, MSN: h.MSN, MO: h.MO,
+	return &TerminatedHeader{DDP: capture.DDP{Tagged: h.Tagged, Last: h.Last, STag: h.STag, TO: h.TO, QN: h.QN, MSN: h.MSN, MO: h.MO},
 		Siw: siw, Layer: layer, EType: etype, ECode: code, Name: term.New(term.Layer(layer), etype, code).Name()}
 }
 
