@@ -25,7 +25,7 @@ func describeSegment(r *Record, seg []byte) {
 	r.PayloadLen = &pl
 	last := ""
 	if h.Last {
-		last = " Its Last flag is set: the message is complete once every one of its segments is placed, which over SCTP's unordered delivery can be after this one arrives."
+		last = " Its Last flag is set: the message is complete once every one of its segments is placed." + orderNote(r)
 	}
 	switch {
 	case h.DV != ddp.Version:
@@ -59,7 +59,7 @@ func describeSegment(r *Record, seg []byte) {
 		}
 		r.Note = fmt.Sprintf("%s: %d bytes go into the peer's next posted receive buffer (queue %d, message MSN %d, at offset MO %d).", op, pl, h.QN, h.MSN, h.MO)
 		if h.Last {
-			r.Note += " Its Last flag is set: the receive completes once every segment of the message is placed, which over SCTP's unordered delivery can be after this one arrives."
+			r.Note += " Its Last flag is set: the receive completes once every segment of the message is placed." + orderNote(r)
 			if r.InvSTag != nil {
 				r.Note += fmt.Sprintf(" It also invalidates the peer's STag %#08x.", *r.InvSTag)
 			}
@@ -69,6 +69,17 @@ func describeSegment(r *Record, seg []byte) {
 	default:
 		r.Note = fmt.Sprintf("RDMAP opcode %d is reserved: the receiver must terminate the stream.", op)
 	}
+}
+
+// orderNote is what a note on a segment with the Last flag adds for
+// the transport: over MPA/TCP the segments come in stream order, so the
+// earlier ones are in; over SCTP, with unordered delivery (RFC 5043
+// §10), some can arrive after this one.
+func orderNote(r *Record) string {
+	if r.Transport == "sctp" {
+		return " Over SCTP's unordered delivery some can arrive after this one."
+	}
+	return " Over TCP the earlier ones came before it in the stream."
 }
 
 // describeRFC7306 fills in the fields and note of RFC 7306's messages:
