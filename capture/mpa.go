@@ -123,6 +123,9 @@ func decodeFPDUs(recs []Record, conn int, s *pcapfile.Stream, start int, o mpa.O
 			recs = append(recs, r)
 			break
 		}
+		// The FPDU reaches MPA when TCP can deliver its last octet: after
+		// every earlier octet, however early its own segments came.
+		r.Time = s.InOrderAt(off + n - 1)
 		r.Kind, r.Len, r.CRC = KindFPDU, n, crc
 		describeSegment(&r, u)
 		if crc == CRCBad {

@@ -45,7 +45,12 @@ type Stream struct {
 // Chunk marks where new octets of a stream begin.
 type Chunk struct {
 	Offset int
-	Time   time.Time
+	Time   time.Time // when the segment that brought them was captured
+	// InOrder is when every octet of the stream up to this chunk's end
+	// had been captured: the latest Time of this chunk and those before
+	// it. Behind a hole, octets captured early wait for the
+	// retransmission that fills it.
+	InOrder time.Time
 }
 
 // TimeAt returns when the octet at offset off of Data was captured.
@@ -55,6 +60,18 @@ func (s *Stream) TimeAt(off int) time.Time {
 		return time.Time{}
 	}
 	return s.Chunks[i-1].Time
+}
+
+// InOrderAt returns when the octets of Data up to and including the one
+// at off had all been captured (Chunk.InOrder): the moment a TCP
+// receiver at the capture point can hand that octet to its application,
+// which reads the stream in order.
+func (s *Stream) InOrderAt(off int) time.Time {
+	i := sort.Search(len(s.Chunks), func(i int) bool { return s.Chunks[i].Offset > off })
+	if i == 0 {
+		return time.Time{}
+	}
+	return s.Chunks[i-1].InOrder
 }
 
 // GapError reports octets missing from a stream.
@@ -203,7 +220,11 @@ func (st *flowState) assemble(f Flow) *Stream {
 			}
 		}
 		if end > next {
-			s.Chunks = append(s.Chunks, Chunk{Offset: int(next - start), Time: p.time})
+			c := Chunk{Offset: int(next - start), Time: p.time, InOrder: p.time}
+			if n := len(s.Chunks); n > 0 && s.Chunks[n-1].InOrder.After(c.InOrder) {
+				c.InOrder = s.Chunks[n-1].InOrder
+			}
+			s.Chunks = append(s.Chunks, c)
 			s.Data = append(s.Data, p.data[next-p.rel:]...)
 			next = end
 		}

@@ -113,3 +113,30 @@ func FuzzAssembler(f *testing.F) {
 		}
 	})
 }
+
+// TestInOrderAt checks when octets become readable in order: octets
+// captured beyond a hole wait for the segment that fills it.
+func TestInOrderAt(t *testing.T) {
+	at := func(seq uint32, payload string, sec int64) Segment {
+		s := seg(seq, FlagACK, payload)
+		s.Time = time.Unix(sec, 0)
+		return s
+	}
+	// "hello " is lost and sent again at 9 s, after "world" (5 s) and
+	// "!" (12 s, after the retransmission).
+	s, err := assemble(t, seg(99, FlagSYN, ""), at(106, "world", 5), at(100, "hello ", 9), at(111, "!", 12))
+	if err != nil || string(s.Data) != "hello world!" {
+		t.Fatalf("%q %v", s.Data, err)
+	}
+	for _, c := range []struct {
+		off           int
+		time, inOrder int64
+	}{{0, 9, 9}, {5, 9, 9}, {6, 5, 9}, {10, 5, 9}, {11, 12, 12}} {
+		if got := s.TimeAt(c.off); got != time.Unix(c.time, 0) {
+			t.Errorf("TimeAt(%d) = %v, want %d s", c.off, got.Unix(), c.time)
+		}
+		if got := s.InOrderAt(c.off); got != time.Unix(c.inOrder, 0) {
+			t.Errorf("InOrderAt(%d) = %v, want %d s", c.off, got.Unix(), c.inOrder)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
@@ -83,6 +84,44 @@ func TestLossyTCP(t *testing.T) {
 	if c := m.Conns[0]; !c.Request.Markers || !c.MarkersToInitiator || c.MarkersToResponder || !c.CRC {
 		t.Errorf("the Writes' connection: %+v, want Markers towards the initiator, which asked for them, and CRCs", c)
 	}
+	// The records of each direction come in stream order, each at the
+	// moment TCP can deliver it: behind a hole, FPDUs captured early are
+	// released together with the retransmission that fills it, and one
+	// retransmission waits for the timer.
+	type dir struct {
+		conn int
+		src  string
+	}
+	nextTO := map[dir]uint64{}
+	last := map[dir]time.Time{}
+	together, pause := 0, time.Duration(0)
+	for i := range m.Events {
+		r := m.Events[i].Rec
+		if r.Transport != "tcp" || r.DDP == nil {
+			continue
+		}
+		d := dir{r.Conn, r.Src}
+		if l, ok := last[d]; ok {
+			if r.Time.Before(l) {
+				t.Errorf("record %d at %v, before its direction's previous one at %v", r.N, r.Time, l)
+			}
+			if r.Time.Equal(l) {
+				together++
+			}
+			pause = max(pause, r.Time.Sub(l))
+		}
+		last[d] = r.Time
+		if r.DDP.Tagged && r.Op == "RDMA Write" && *r.PayloadLen > 0 {
+			if r.DDP.TO != 0 && r.DDP.TO != nextTO[d] {
+				t.Errorf("record %d: a Write's segment at TO %#x, want %#x: not in stream order", r.N, r.DDP.TO, nextTO[d])
+			}
+			nextTO[d] = r.DDP.TO + uint64(*r.PayloadLen)
+		}
+	}
+	if together == 0 || pause < 100*time.Millisecond {
+		t.Errorf("%d FPDUs released with the one before them, longest pause %v: want FPDUs held behind a hole and a pause for the retransmission timer", together, pause)
+	}
+
 	writes, responses, segments := 0, 0, 0
 	for i := range m.Events {
 		e := &m.Events[i]
@@ -111,5 +150,5 @@ func TestLossyTCP(t *testing.T) {
 	if m.Delivered == 0 || m.Segments != segments {
 		t.Errorf("model: %d segments, %d delivered", m.Segments, m.Delivered)
 	}
-	t.Logf("%d segments beyond a hole, %d sent again; %d FPDUs, %d messages delivered", outOfOrder, again, segments, m.Delivered)
+	t.Logf("%d segments beyond a hole, %d sent again; %d FPDUs released with the one before them, the longest pause %v; %d FPDUs, %d messages delivered", outOfOrder, again, together, pause, segments, m.Delivered)
 }
