@@ -3,8 +3,8 @@
 # that loses packets, as a capture point on that path sees it.
 #
 # Three network namespaces in a row, the client's, a router's and the
-# server's, joined by veth pairs (MTU 1500, segmentation offloads off,
-# so the capture holds the TCP segments as they cross the link). The
+# server's, joined by veth pairs (segmentation offloads off, so the
+# capture holds the TCP segments as they cross the link). The
 # router forwards, and nftables there drops 8 % of the packets of more
 # than 300 octets in each direction (the MPA startup gets through; data
 # is lost). A sender's own netfilter would not do: TCP takes a packet its
@@ -58,6 +58,12 @@ for end in "$a veth-a" "$r veth-ra" "$r veth-rb" "$b veth-b"; do
 	ip -n "$1" link set "$2" up
 	ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null
 done
+# The router's link to the server carries 1,400 octets a packet, less
+# than the 1,500 both ends see on their own links when they connect: the
+# client learns the path's MTU from the router (ICMP, Fragmentation
+# Needed) after its first full packets, and from then on its TCP cuts
+# the FPDUs that MPA sized for the first MSS across two segments.
+ip -n "$r" link set veth-ra mtu 1400
 ip -n "$a" route add default via 10.77.1.2
 ip -n "$b" route add default via 10.77.2.2
 ip netns exec "$r" sysctl -q -w net.ipv4.ip_forward=1

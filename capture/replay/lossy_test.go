@@ -13,9 +13,10 @@ import (
 )
 
 // TestLossyTCP checks the bundled capture of MPA over a TCP path that
-// loses packets (scripts/record-lossy-tcp.sh): the capture holds the
-// loss as a capture point sees it, segments that arrive after later
-// octets and segments sent again, and yet every octet of both
+// loses packets and whose MTU drops after the startup
+// (scripts/record-lossy-tcp.sh): the capture holds the loss as a capture
+// point sees it, segments that arrive after later octets and segments
+// sent again, and FPDUs cut across segments, and yet every octet of both
 // connections is there once reassembled, every FPDU's CRC is good, and
 // the replay places all 12 Writes and 6 Read Responses and delivers
 // every message: TCP, not MPA or DDP, recovers from the loss.
@@ -33,6 +34,7 @@ func TestLossyTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := map[pcapfile.Flow]uint32{}
+	biggest := map[string]int{} // the longest data segment from each address
 	var outOfOrder, again int
 	for {
 		p, err := pr.Next()
@@ -54,6 +56,7 @@ func TestLossyTCP(t *testing.T) {
 		if len(s.Payload) == 0 {
 			continue
 		}
+		biggest[s.Src.String()] = max(biggest[s.Src.String()], len(s.Payload))
 		end := s.Seq + uint32(len(s.Payload))
 		switch n := next[f]; {
 		case int32(s.Seq-n) > 0:
@@ -81,7 +84,8 @@ func TestLossyTCP(t *testing.T) {
 	if len(m.Conns) != 2 || m.Errors != 0 {
 		t.Fatalf("%d connections, %d records not decoded", len(m.Conns), m.Errors)
 	}
-	if c := m.Conns[0]; !c.Request.Markers || !c.MarkersToInitiator || c.MarkersToResponder || !c.CRC {
+	c0 := m.Conns[0]
+	if c := c0; !c.Request.Markers || !c.MarkersToInitiator || c.MarkersToResponder || !c.CRC {
 		t.Errorf("the Writes' connection: %+v, want Markers towards the initiator, which asked for them, and CRCs", c)
 	}
 	// The records of each direction come in stream order, each at the
@@ -122,6 +126,18 @@ func TestLossyTCP(t *testing.T) {
 		t.Errorf("%d FPDUs released with the one before them, longest pause %v: want FPDUs held behind a hole and a pause for the retransmission timer", together, pause)
 	}
 
+	// The path's MTU dropped after the startup: the client's FPDUs, sized
+	// for the first MSS, are longer than any segment that carried them.
+	fpdu := 0
+	for i := range m.Events {
+		if r := m.Events[i].Rec; r.Kind == capture.KindFPDU && r.Src == c0.Initiator {
+			fpdu = max(fpdu, r.Len)
+		}
+	}
+	if seg := biggest[c0.Initiator]; fpdu <= seg {
+		t.Errorf("the client's longest FPDU is %d octets, its longest segment %d: no FPDU split across segments", fpdu, seg)
+	}
+
 	writes, responses, segments := 0, 0, 0
 	for i := range m.Events {
 		e := &m.Events[i]
@@ -150,5 +166,5 @@ func TestLossyTCP(t *testing.T) {
 	if m.Delivered == 0 || m.Segments != segments {
 		t.Errorf("model: %d segments, %d delivered", m.Segments, m.Delivered)
 	}
-	t.Logf("%d segments beyond a hole, %d sent again; %d FPDUs released with the one before them, the longest pause %v; %d FPDUs, %d messages delivered", outOfOrder, again, together, pause, segments, m.Delivered)
+	t.Logf("FPDUs of up to %d octets in segments of up to %d; %d segments beyond a hole, %d sent again; %d FPDUs released with the one before them, the longest pause %v; %d FPDUs, %d messages delivered", fpdu, biggest[c0.Initiator], outOfOrder, again, together, pause, segments, m.Delivered)
 }
