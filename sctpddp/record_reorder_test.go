@@ -295,7 +295,7 @@ func (r *permuteRelay) fromServer(pkt []byte) {
 	if r.client == nil {
 		return
 	}
-	tsn, ssn, ok := segmentChunk(pkt)
+	tsn, _, ssn, ok := segmentChunk(pkt)
 	if !ok || r.plan == nil {
 		r.conn.WriteToUDP(pkt, r.client)
 		return
@@ -331,19 +331,20 @@ func (r *permuteRelay) fromServer(pkt []byte) {
 	}
 }
 
-// segmentChunk returns the TSN and DDP-SSN of the first DATA chunk of an
-// SCTP packet that carries a DDP Segment Chunk (PPID 16, RFC 5043 §5.2).
-func segmentChunk(pkt []byte) (tsn uint32, ssn uint16, ok bool) {
+// segmentChunk returns the TSN, the SCTP stream and the DDP-SSN of the
+// first DATA chunk of an SCTP packet that carries a DDP Segment Chunk
+// (PPID 16, RFC 5043 §5.2).
+func segmentChunk(pkt []byte) (tsn uint32, id, ssn uint16, ok bool) {
 	be := binary.BigEndian
 	for off := 12; off+4 <= len(pkt); {
 		typ, l := pkt[off], int(be.Uint16(pkt[off+2:]))
 		if l < 4 || off+l > len(pkt) {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		if typ == 0 && l >= 18 && wire.PPID(be.Uint32(pkt[off+12:])) == wire.PPIDSegment {
-			return be.Uint32(pkt[off+4:]), be.Uint16(pkt[off+16:]), true
+			return be.Uint32(pkt[off+4:]), be.Uint16(pkt[off+8:]), be.Uint16(pkt[off+16:]), true
 		}
 		off += (l + 3) &^ 3
 	}
-	return 0, 0, false
+	return 0, 0, 0, false
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-var updateCaptures = flag.Bool("update", false, "record the bundled captures this package records (web/static/captures/sessions-sctp.pcap, reorder-sctp.pcap)")
+var updateCaptures = flag.Bool("update", false, "record the bundled captures this package records (web/static/captures/sessions-sctp.pcap, reorder-sctp.pcap, loss-streams-sctp.pcap)")
 
 // TestRecordSessions records, over a real association on loopback, two
 // DDP Stream Sessions on one SCTP association (RFC 5043 §6): each Writes

@@ -25,7 +25,7 @@ func TestBundledCapturesAgreeWithTshark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"siw-terminate.pcap", "rping-tcp.pcap", "perf-send-tcp-markers.pcap", "perf-atomic-tcp.pcap", "rping-sctp.pcap", "perf-write-sctp.pcap", "sends-tcp.pcap", "sessions-sctp.pcap", "windows-tcp.pcap", "reorder-sctp.pcap", "lossy-tcp.pcap"} {
+	for _, name := range []string{"siw-terminate.pcap", "rping-tcp.pcap", "perf-send-tcp-markers.pcap", "perf-atomic-tcp.pcap", "rping-sctp.pcap", "perf-write-sctp.pcap", "sends-tcp.pcap", "sessions-sctp.pcap", "windows-tcp.pcap", "reorder-sctp.pcap", "lossy-tcp.pcap", "loss-streams-sctp.pcap"} {
 		t.Run(name, func(t *testing.T) {
 			sctp := strings.Contains(name, "sctp")
 			file := filepath.Join("..", "..", "web", "static", "captures", name)
