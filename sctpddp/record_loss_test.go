@@ -40,31 +40,11 @@ func TestRecordLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
-	srv := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU}
-	cli := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU, Trace: rec.SCTPTrace}
-	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	relay := newDropRelay(t, l.Addr())
-	ach := make(chan *Association, 1)
-	go func() {
-		a, _ := l.Accept(ctx)
-		ach <- a
-	}()
-	client, err := Dial(ctx, "udp", relay.conn.LocalAddr().String(), cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server := <-ach
-	if server == nil {
-		t.Fatal("no association accepted")
-	}
-	t.Cleanup(func() { server.Close() })
-	rec.SetLocal(client.LocalAddr())
+	var relay *dropRelay
+	server, client := connectThrough(t, rec, func(l net.Addr) net.Addr {
+		relay = newDropRelay(t, l)
+		return relay.conn.LocalAddr()
+	})
 
 	// bob dials and starts both sessions; alice, on the listener's side,
 	// accepts them and sends.

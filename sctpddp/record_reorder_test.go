@@ -49,31 +49,11 @@ func TestRecordReorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
-	srv := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU}
-	cli := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU, Trace: rec.SCTPTrace}
-	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	relay := newPermuteRelay(t, l.Addr())
-	ach := make(chan *Association, 1)
-	go func() {
-		a, _ := l.Accept(ctx)
-		ach <- a
-	}()
-	client, err := Dial(ctx, "udp", relay.conn.LocalAddr().String(), cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server := <-ach
-	if server == nil {
-		t.Fatal("no association accepted")
-	}
-	t.Cleanup(func() { server.Close() })
-	rec.SetLocal(client.LocalAddr())
+	var relay *permuteRelay
+	server, client := connectThrough(t, rec, func(l net.Addr) net.Addr {
+		relay = newPermuteRelay(t, l)
+		return relay.conn.LocalAddr()
+	})
 	if m := client.MULPDU(); m != wire.MinMULPDU {
 		t.Fatalf("MULPDU %d, want %d", m, wire.MinMULPDU)
 	}
@@ -118,6 +98,39 @@ func TestRecordReorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReorderCapture(t, b)
+}
+
+// connectThrough makes an association over plain UDP (RFC 6951) at an
+// MTU of wire.MinMTU from a Dial through the relay that via starts in
+// front of a Listener's address, and records the client's packets.
+func connectThrough(t *testing.T, rec *capture.Recorder, via func(listener net.Addr) net.Addr) (server, client *Association) {
+	t.Helper()
+	ctx := testCtx(t)
+	srv := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU}
+	cli := &Config{InsecurePlainUDP: true, MTU: wire.MinMTU, Trace: rec.SCTPTrace}
+	l, err := Listen(ctx, "udp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	addr := via(l.Addr())
+	ach := make(chan *Association, 1)
+	go func() {
+		a, _ := l.Accept(ctx)
+		ach <- a
+	}()
+	client, err = Dial(ctx, "udp", addr.String(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server = <-ach
+	if server == nil {
+		t.Fatal("no association accepted")
+	}
+	t.Cleanup(func() { server.Close() })
+	rec.SetLocal(client.LocalAddr())
+	return server, client
 }
 
 // segments fills b with the text of a message cut into segments of n
