@@ -373,7 +373,7 @@ func TestLabDemoObservations(t *testing.T) {
 		})
 	})
 	t.Run("lab3", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 		defer cancel()
 		text := labText(1000)
 		reorder := &demo.Impairment{Preset: "reordering path"}
@@ -437,7 +437,7 @@ func TestLabDemoObservations(t *testing.T) {
 			t.Errorf("ordered at %v %% loss: a pause %v, segments placed during it %v, %d overtook", lab3Loss, pause, hole, over)
 		}
 		p.Close()
-		// Step 7: MPA over TCP: none does.
+		// Step 8: MPA over TCP: none does.
 		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 48, Impair: reorder, MPA: true})
 		if n := overtaking(p, 3); n != 0 {
 			t.Errorf("MPA: %d segments overtook", n)
@@ -482,6 +482,24 @@ func TestLabDemoObservations(t *testing.T) {
 			}
 			return delivered[0] >= delivered[1]
 		})
+		p.Close()
+		// Step 7: ordered, two streams, the bad path: a loss pauses one
+		// stream's deliveries while the other's go on, each way. Without
+		// a loss two deliveries of a stream are at most the Writes'
+		// period, the path's jitter (60 ms) and the Go peer's event
+		// batching apart, 40 + 60 + 40 = 140 ms: the bad path with its
+		// loss at 0 shows no gap of lab3Pause in a minute.
+		p = dialLabPage(t, ctx, url, demo.PageOptions{MULPDU: 64, Streams: 2, Ordered: true, Impair: &demo.Impairment{Preset: "bad path"}})
+		start = time.Now()
+		longest, all := steadyPauses(t, ctx, p, 60*time.Second)
+		for q, pa := range longest {
+			if pa.gap < lab3Pause || pa.other < lab3Others {
+				t.Errorf("ordered on the bad path: no pause of stream %d's deliveries of %v or more while stream %d delivered on %d event batches "+
+					"(its pauses: %v)", 1+2*q, lab3Pause, 3-2*q, lab3Others, all[q])
+			}
+		}
+		t.Logf("in %v: stream 1's longest pause while stream 3 delivered %v; stream 3's while stream 1 did %v; all pauses %v",
+			time.Since(start).Round(time.Second), longest[0], longest[1], all)
 	})
 }
 
@@ -575,4 +593,112 @@ func lossPauses(t *testing.T, ctx context.Context, p *demo.Page, tries int, want
 		})
 	}
 	return pause, hole, over
+}
+
+// lab3Steady is the period of the page's steady Writes: one Write every
+// 40 ms on each stream (app.js startSteady).
+const lab3Steady = 40 * time.Millisecond
+
+// lab3Others is on how many of the Go peer's event batches (one every
+// 40 ms) the other stream must deliver during a pause of one stream for
+// lab 3 step 7 to call it a pause of that stream alone: at 25 Writes a
+// second the other stream delivers on about six batches in 250 ms, and
+// three means it went on delivering, not once in a burst that ends a
+// pause of its own.
+const lab3Others = 3
+
+// streamPause is a pause of one stream's deliveries at the Go peer:
+// how long, and on how many event batches the other stream delivered
+// meanwhile.
+type streamPause struct {
+	gap   time.Duration
+	other int
+}
+
+func (p streamPause) String() string {
+	return fmt.Sprintf("%v (other %d)", p.gap.Round(time.Millisecond), p.other)
+}
+
+// steadyPauses makes the page's steady Writes on both streams, until
+// each stream has shown a pause of at least lab3Pause between two
+// deliveries during which the other delivered on at least lab3Others
+// event batches, or for at most d. It returns each stream's longest
+// such pause (zero if none) and every pause of lab3Pause or more.
+//
+// Stream 3's Write goes half a period after stream 1's. pion's SCTP
+// bundles the DATA chunks queued together into one packet, and the loss
+// of a packet that carries both streams' chunks pauses both at once; the
+// browsers' SCTP sends each data channel message as the page sends it,
+// and their pauses come mostly one stream at a time.
+func steadyPauses(t *testing.T, ctx context.Context, p *demo.Page, d time.Duration) (longest [2]streamPause, all [2][]streamPause) {
+	t.Helper()
+	var regs [2]*wpeer.Region
+	for q, name := range []string{"Go peer memory", "Go peer memory, stream 3"} {
+		if regs[q] = p.Region(name); regs[q] == nil {
+			t.Fatalf("no %q", name)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(lab3Steady)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			for q, r := range regs {
+				if q == 1 {
+					select {
+					case <-wctx.Done():
+						return
+					case <-time.After(lab3Steady / 2):
+					}
+				}
+				off := uint64(n*8) % uint64(r.Len-8)
+				if _, err := p.Peers[q].Write(fmt.Appendf(nil, "s%d#%04d ", 1+2*q, n%10000), r.STag, r.Base+off); err != nil {
+					t.Errorf("stream %d: %v", 1+2*q, err)
+					return
+				}
+			}
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	// last is when each stream last delivered; other counts the batches
+	// since then on which the other stream delivered.
+	var last [2]time.Time
+	var other [2]int
+	p.Wait(wctx, func(m demo.Message) bool {
+		now := time.Now()
+		var in [2]bool
+		for _, e := range m.Events {
+			if e.Kind == "message-delivered" && e.QP < 2 {
+				in[e.QP] = true
+			}
+		}
+		for q := range in {
+			if in[q] && !last[q].IsZero() && now.Sub(last[q]) >= lab3Pause {
+				pa := streamPause{now.Sub(last[q]), other[q]}
+				all[q] = append(all[q], pa)
+				if pa.other >= lab3Others && pa.gap > longest[q].gap {
+					longest[q] = pa
+				}
+			}
+		}
+		for q := range in {
+			switch {
+			case in[q]:
+				last[q], other[q] = now, 0
+			case in[1-q]:
+				other[q]++
+			}
+		}
+		return longest[0].gap > 0 && longest[1].gap > 0
+	})
+	cancel()
+	<-done
+	return longest, all
 }
