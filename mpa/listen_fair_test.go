@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 )
 
@@ -73,7 +74,17 @@ func TestListenerSilentPeersDoNotLockOut(t *testing.T) {
 			}()
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the Listener takes them in
+	// The Listener takes them in: every attacker holds its places.
+	waitfor.True(t, 5*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i := range attackers {
+			if l.peers[netip.MustParseAddr(fmt.Sprintf("127.0.0.%d", 2+i))] < perPeer {
+				return false
+			}
+		}
+		return true
+	}, "the Listener did not take in the %d silent connections", attackers*perPeer)
 	type result struct {
 		from string
 		err  error
