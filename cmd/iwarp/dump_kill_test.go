@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/capture/pcapfile"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // A --pcap capture is written as packets come: while serve runs, iwarp
@@ -36,15 +37,13 @@ func TestPcapKilled(t *testing.T) {
 				}
 				return exercised(ops)
 			}
-			for deadline := time.Now().Add(5 * time.Second); ; {
-				recs, err := dumpJSONTry(t, file)
-				if err == nil && complete(recs) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the capture of a running serve does not hold the session: %v %v", err, recs)
-				}
-				time.Sleep(20 * time.Millisecond)
+			var live []map[string]any
+			var liveErr error
+			if !waitfor.Every(5*time.Second, 20*time.Millisecond, func() bool {
+				live, liveErr = dumpJSONTry(t, file)
+				return liveErr == nil && complete(live)
+			}) {
+				t.Fatalf("the capture of a running serve does not hold the session: %v %v", liveErr, live)
 			}
 
 			s.cmd.Process.Kill()

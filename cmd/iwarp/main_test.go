@@ -156,8 +156,15 @@ func (s *server) stop() {
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
+		// SIGQUIT makes serve print its goroutines and exit; Wait
+		// returns once they are all in s.stderr.
 		s.cmd.Process.Signal(syscall.SIGQUIT)
-		time.Sleep(time.Second)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			s.cmd.Process.Kill()
+		}
+		s.cmd.Wait()
 		s.t.Fatalf("serve did not stop on SIGINT: %s", s.stderr)
 	}
 	if err := s.cmd.Wait(); err != nil {

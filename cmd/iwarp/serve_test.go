@@ -25,6 +25,7 @@ import (
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/responder"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
@@ -191,10 +192,7 @@ func TestDialNoLeak(t *testing.T) {
 			cl.close()
 			s.next("closed")
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 		if n := runtime.NumGoroutine(); n > before {
 			buf := make([]byte, 1<<20)
 			t.Errorf("%s: %d goroutines, %d before\n%s", url, n, before, buf[:runtime.Stack(buf, true)])
@@ -483,18 +481,11 @@ func TestPcapListenerSeesRealPeers(t *testing.T) {
 	}
 	// The listener refuses the last, naming the real peer.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.True(t, time.Until(deadline), func() bool {
 		mu.Lock()
-		n := len(refusedFrom)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no refusal reported")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(refusedFrom) > 0
+	}, "no refusal reported")
 	mu.Lock()
 	if !strings.HasPrefix(refusedFrom[0], "127.0.0.3:") {
 		t.Errorf("refused %s, want the peer 127.0.0.3", refusedFrom[0])
@@ -506,13 +497,10 @@ func TestPcapListenerSeesRealPeers(t *testing.T) {
 		c.Close()
 	}
 	var syns, fins int
-	for time.Now().Before(deadline) {
+	waitfor.Until(time.Until(deadline), func() bool {
 		syns, fins = tcpOpensAndCloses(t, f.PCAP, "127.0.0.3")
-		if fins >= mpa.DefaultMaxPerPeer {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fins >= mpa.DefaultMaxPerPeer
+	})
 	if syns != mpa.DefaultMaxPerPeer || fins != mpa.DefaultMaxPerPeer {
 		t.Errorf("the capture has %d connections from 127.0.0.3 opened and %d closed by it, want %d of each", syns, fins, mpa.DefaultMaxPerPeer)
 	}
