@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // syncBuffer collects a command's output while it runs.
@@ -110,17 +112,20 @@ func (e *labEnv) runBlock(block string) {
 			}
 			j := jobs[len(jobs)-1]
 			want := strings.TrimPrefix(line, "# ready: ")
-			deadline := time.Now().Add(60 * time.Second)
-			for !strings.Contains(j.out.String(), want) {
+			exited := func() bool {
 				select {
 				case <-j.done:
-					t.Fatalf("%s exited before printing %q:\n%s", lastCmd, want, j.out.String())
+					return true
 				default:
+					return false
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s did not print %q:\n%s", lastCmd, want, j.out.String())
-				}
-				time.Sleep(20 * time.Millisecond)
+			}
+			printed := func() bool { return strings.Contains(j.out.String(), want) }
+			if !waitfor.Until(60*time.Second, func() bool { return printed() || exited() }) {
+				t.Fatalf("%s did not print %q:\n%s", lastCmd, want, j.out.String())
+			}
+			if !printed() {
+				t.Fatalf("%s exited before printing %q:\n%s", lastCmd, want, j.out.String())
 			}
 			// A job that printed the text in an error ("listening on
 			// ...: address already in use") and exited is not ready.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // readmeCommands returns the commands of the README's section title: its
@@ -153,12 +155,9 @@ func freePort(t *testing.T) string {
 
 // waitListening waits until a server says it listens on addr.
 func waitListening(t *testing.T, line, addr string, out *syncBuffer) {
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "listening"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on %s:\n%s", line, addr, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Helper()
+	waitfor.True(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "listening") },
+		"%s does not listen on %s:\n%s", line, addr, out)
 }
 
 // readmeServer is a command that runs until SIGINT.

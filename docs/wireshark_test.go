@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -232,16 +233,20 @@ func TestLuaDissectorDTLS(t *testing.T) {
 		capture.Process.Kill()
 		<-done
 	}()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "Capturing on"); {
+	capturing := func() bool { return strings.Contains(stderr.String(), "Capturing on") }
+	exited := func() bool {
 		select {
 		case <-done:
-			t.Skipf("tshark cannot capture on lo here:\n%s", stderr.String())
+			return true
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Skipf("tshark did not start capturing:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	if !waitfor.Until(10*time.Second, func() bool { return capturing() || exited() }) {
+		t.Skipf("tshark did not start capturing:\n%s", stderr.String())
+	}
+	if !capturing() {
+		t.Skipf("tshark cannot capture on lo here:\n%s", stderr.String())
 	}
 	time.Sleep(time.Second) // dumpcap says so a little before it captures
 
