@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // Two tabs talk only after both agreed: one asks for a code, the other
@@ -356,18 +357,13 @@ func TestTabThatNeverReads(t *testing.T) {
 		}
 	}
 	// The ten sinks are closed by the server.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	tabs := func() int {
 		s.mu.Lock()
-		n := len(s.tabs)
-		s.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tabs still open, want 3 (the ten that never read closed)", n)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer s.mu.Unlock()
+		return len(s.tabs)
+	}
+	if !waitfor.Until(10*time.Second, func() bool { return tabs() == 3 }) {
+		t.Fatalf("%d tabs still open, want 3 (the ten that never read closed)", tabs())
 	}
 }
 
