@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/internal/peer"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // get fetches path with the given headers, without the Transport's own
@@ -183,10 +184,7 @@ func TestGoPeer(t *testing.T) {
 	s.stop()
 	// Every goroutine of the Go peer and the server has ended (pion's
 	// own may take a moment to wind down).
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 })
 	if n := runtime.NumGoroutine(); n > before+2 {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines left (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"github.com/iwarpgo/iwarp/internal/peer"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/sctpddp"
 	"github.com/iwarpgo/iwarp/sctpddp/datachannel"
@@ -310,12 +311,8 @@ func TestMPAOverWebSocket(t *testing.T) {
 	if _, err := p.Read(8, mem.STag, mem.Base+3, sink, 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !bytes.Equal(regionNamed(p.Regions(), "sink").Data[:8], msg[:8]) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Read: sink %q", regionNamed(p.Regions(), "sink").Data[:8])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.Until(10*time.Second, func() bool { return bytes.Equal(regionNamed(p.Regions(), "sink").Data[:8], msg[:8]) }) {
+		t.Fatalf("Read: sink %q", regionNamed(p.Regions(), "sink").Data[:8])
 	}
 	if _, err := p.Send([]byte("ping"), false, 0); err != nil {
 		t.Fatal(err)
