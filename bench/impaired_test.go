@@ -8,6 +8,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/bench/impair"
 	"github.com/iwarpgo/iwarp/bench/llp"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // impairedPair connects sctp:// through an impairment proxy in this
@@ -118,17 +119,16 @@ func TestSCTPOutage(t *testing.T) {
 	}()
 	var before int64
 	var resumed time.Time
-	for resumed.IsZero() {
-		time.Sleep(5 * time.Millisecond)
+	// The count of octets moved, every 5 ms: the last before the end of
+	// the outage, and the first time it grows after.
+	waitfor.Every(time.Until(end)+10*time.Second, 5*time.Millisecond, func() bool {
 		if now := time.Now(); now.Before(end) {
 			before = p.C.Bytes()
 		} else if p.C.Bytes() > before {
 			resumed = now
 		}
-		if time.Since(end) > 10*time.Second {
-			break
-		}
-	}
+		return !resumed.IsZero()
+	})
 	stop.Store(true)
 	<-done
 	if resumed.IsZero() {
