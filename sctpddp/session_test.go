@@ -474,7 +474,7 @@ func TestSessionBadInput(t *testing.T) {
 func TestSessionBeforeAccept(t *testing.T) {
 	srv, cli := pinnedConfigs(t)
 	server, client := connect(t, srv, cli)
-	server.Sessions(1)
+	sa := server.Sessions(1)
 	expectTerminate := func(st *Stream) {
 		t.Helper()
 		buf := make([]byte, 2048)
@@ -492,7 +492,13 @@ func TestSessionBeforeAccept(t *testing.T) {
 	// One request may wait; the second is refused.
 	st1, _ := client.OpenStream(8)
 	st1.WriteSessionControl(testCtx(t), wire.SessionControl{Function: wire.FunctionInitiate})
-	time.Sleep(50 * time.Millisecond)
+	if !waitFor(5*time.Second, func() bool {
+		sa.mu.Lock()
+		defer sa.mu.Unlock()
+		return len(sa.queue) == 1
+	}) {
+		t.Fatal("the first Initiate is not waiting for Accept")
+	}
 	st2, _ := client.OpenStream(9)
 	st2.WriteSessionControl(testCtx(t), wire.SessionControl{Function: wire.FunctionInitiate})
 	expectTerminate(st2)

@@ -57,7 +57,11 @@ func TestStreamIDNotReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s1.Close()
-	time.Sleep(100 * time.Millisecond)
+	// The peer has seen the first session end: its stream would be free
+	// again for a Connect that reused stream ids.
+	if !waitFor(5*time.Second, func() bool { s := served(); return len(s) == 1 && s[0].Err() != nil }) {
+		t.Fatal("the peer did not see the first session end")
+	}
 	s2, err := client.Connect(testCtx(t), qps[1], SessionConfig{})
 	if err != nil {
 		t.Fatalf("the second Connect: %v", err)
