@@ -186,16 +186,18 @@ func TestBurstOvertakingFarIsPlaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := make([]byte, n)
-	for i := 0; i < n; {
+	dl, _ := ctx.Deadline()
+	for i := range n {
 		want[i] = byte(i*7 + 1)
-		if _, err := a.Write(want[i:i+1], stag, uint64(i)); err != nil {
-			if ctx.Err() != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Millisecond) // the send queue is full
-			continue
+		// A Write fails while the send queue is full; it is tried again
+		// until the queue takes it.
+		var err error
+		if !waitfor.Every(time.Until(dl), time.Millisecond, func() bool {
+			_, err = a.Write(want[i:i+1], stag, uint64(i))
+			return err == nil || ctx.Err() != nil
+		}) || err != nil {
+			t.Fatal(err)
 		}
-		i++
 	}
 	// The region as placements showed it (events may be dropped when too
 	// many come at once; the bytes are not).
