@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/perftest"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 func TestPerftestFlags(t *testing.T) {
@@ -115,15 +116,14 @@ func TestPerftestCommand(t *testing.T) {
 			}()
 			var cout, cerr bytes.Buffer
 			var err error
-			for try := 0; try < 50; try++ {
+			// Connect once the server listens: until then the
+			// connection is refused.
+			waitfor.Every(5*time.Second, 20*time.Millisecond, func() bool {
 				cout.Reset()
 				cerr.Reset()
 				err = runPerf(append([]string{"--connect", addr, "--first-fpdu-delay", "0", "--pcap", filepath.Join(dir, "client.pcap")}, common...), &cout, &cerr)
-				if err == nil || !strings.Contains(err.Error(), "refused") {
-					break
-				}
-				time.Sleep(20 * time.Millisecond) // the server is not listening yet
-			}
+				return err == nil || !strings.Contains(err.Error(), "refused")
+			})
 			wg.Wait()
 			if err != nil || srvErr != nil {
 				t.Fatalf("client: %v %s\nserver: %v %s", err, cerr.String(), srvErr, serr.String())
