@@ -259,7 +259,16 @@ func TestManyIdleConnections(t *testing.T) {
 	// The server marks a connection idle just after its response: the
 	// tab below must come after that, or it would be the connection
 	// waiting longest for a request, the first to be closed (connState).
-	time.Sleep(50 * time.Millisecond)
+	waitfor.True(t, 5*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, ci := range s.conns {
+			if ci.state == http.StateActive {
+				return false
+			}
+		}
+		return true
+	}, "the server did not mark the keep-alive connections idle")
 	start := time.Now()
 	good := dialTab(t, ctx, s.url)
 	if d := time.Since(start); d > 2*time.Second {
