@@ -89,7 +89,17 @@ func TestServerAndClients(t *testing.T) {
 					done <- result{out, err}
 				}()
 			}
-			time.Sleep(20 * time.Millisecond) // the others are under way
+			// The victim is killed once the others are under way; one of
+			// them may end before the other connects.
+			ends := map[string]string{}
+			for connected := 0; connected < 2; {
+				m := next(`^client (\d+): (?:(connected) |ended: (.*))`)
+				if m[2] != "" {
+					connected++
+				} else {
+					ends[m[1]] = m[3]
+				}
+			}
 			victim.Process.Kill()
 			victim.Wait()
 			for range 2 {
@@ -98,7 +108,6 @@ func TestServerAndClients(t *testing.T) {
 					t.Fatalf("a client: %v\n%s", r.err, r.out)
 				}
 			}
-			ends := map[string]string{}
 			for len(ends) < 3 {
 				m := next(`^client (\d+): ended: (.*)`)
 				ends[m[1]] = m[2]
