@@ -120,22 +120,6 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return waitfor.Until(d, cond)
 }
 
-// blockedIn reports whether a goroutine that the function named creator
-// started waits, in a function whose name contains fn, on a channel, a
-// select or the network poller.
-func blockedIn(creator, fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		header, _, _ := strings.Cut(g, "\n")
-		waiting := strings.Contains(header, "[select") || strings.Contains(header, "[chan receive") || strings.Contains(header, "[IO wait")
-		if waiting && strings.Contains(g, fn) && strings.Contains(g, "created by "+creator) {
-			return true
-		}
-	}
-	return false
-}
-
 // clientHello returns the first datagram of a real DTLS client.
 func clientHello(t *testing.T, cli *Config) []byte {
 	t.Helper()
@@ -536,7 +520,7 @@ func TestMuxConnDeadlinesAndQueue(t *testing.T) {
 	}()
 	// The deadline comes while the read waits.
 	waitfor.True(t, 5*time.Second, func() bool {
-		return blockedIn("github.com/iwarpgo/iwarp/sctpddp.TestMuxConnDeadlinesAndQueue", "sctpddp.(*muxConn).ReadFrom")
+		return waitfor.Blocked("github.com/iwarpgo/iwarp/sctpddp.TestMuxConnDeadlinesAndQueue", "sctpddp.(*muxConn).ReadFrom")
 	}, "the read does not wait")
 	_ = c.SetReadDeadline(time.Unix(1, 0))
 	select {

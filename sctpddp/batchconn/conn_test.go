@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -294,7 +293,7 @@ func TestCloseUnblocksRead(t *testing.T) {
 			}()
 			// Close comes while the read waits.
 			waitfor.True(t, 5*time.Second, func() bool {
-				return blockedIn("github.com/iwarpgo/iwarp/sctpddp/batchconn.TestCloseUnblocksRead", "batchconn.(*Conn).ReadFrom")
+				return waitfor.Blocked("github.com/iwarpgo/iwarp/sctpddp/batchconn.TestCloseUnblocksRead", "batchconn.(*Conn).ReadFrom")
 			}, "the read does not wait")
 			_ = b.Close()
 			select {
@@ -509,20 +508,4 @@ func TestNext(t *testing.T) {
 			}
 		}
 	})
-}
-
-// blockedIn reports whether a goroutine that the function named creator
-// started waits, in a function whose name contains fn, on a channel, a
-// select or the network poller.
-func blockedIn(creator, fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		header, _, _ := strings.Cut(g, "\n")
-		waiting := strings.Contains(header, "[select") || strings.Contains(header, "[chan receive") || strings.Contains(header, "[IO wait")
-		if waiting && strings.Contains(g, fn) && strings.Contains(g, "created by "+creator) {
-			return true
-		}
-	}
-	return false
 }
