@@ -6,11 +6,9 @@ import (
 	"bytes"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/iwarpgo/iwarp/capture"
 	"github.com/iwarpgo/iwarp/capture/replay"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
@@ -32,14 +30,7 @@ import (
 // 3's Send first. With -update it writes the bundled capture the demo
 // page replays.
 func TestRecordLoss(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "loss-streams-sctp.pcap")
-	if *updateCaptures {
-		path = filepath.Join("..", "web", "static", "captures", "loss-streams-sctp.pcap")
-	}
-	rec, err := capture.NewRecorder(path, capture.SCTP)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := recordTo(t, "loss-streams-sctp.pcap")
 	var relay *dropRelay
 	server, client := connectThrough(t, rec, func(l net.Addr) net.Addr {
 		relay = newDropRelay(t, l)

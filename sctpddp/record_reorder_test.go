@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,14 +40,7 @@ var reorderPlan = []int{1, 2, 0, 3, 5, 4}
 // message with the segment that completes it. With -update it writes the
 // bundled capture the demo page replays.
 func TestRecordReorder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "reorder-sctp.pcap")
-	if *updateCaptures {
-		path = filepath.Join("..", "web", "static", "captures", "reorder-sctp.pcap")
-	}
-	rec, err := capture.NewRecorder(path, capture.SCTP)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := recordTo(t, "reorder-sctp.pcap")
 	var relay *permuteRelay
 	server, client := connectThrough(t, rec, func(l net.Addr) net.Addr {
 		relay = newPermuteRelay(t, l)

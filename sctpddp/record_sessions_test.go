@@ -17,6 +17,22 @@ import (
 
 var updateCaptures = flag.Bool("update", false, "record the bundled captures this package records (web/static/captures/sessions-sctp.pcap, reorder-sctp.pcap, loss-streams-sctp.pcap)")
 
+// recordTo starts a recorder of SCTP packets into a temporary file, or,
+// with -update, into the bundled capture name, and returns it and the
+// file's path.
+func recordTo(t *testing.T, name string) (*capture.Recorder, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if *updateCaptures {
+		path = filepath.Join("..", "web", "static", "captures", name)
+	}
+	rec, err := capture.NewRecorder(path, capture.SCTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, path
+}
+
 // TestRecordSessions records, over a real association on loopback, two
 // DDP Stream Sessions on one SCTP association (RFC 5043 §6): each Writes
 // and Sends; then the second Writes past the end of the region it was
@@ -26,14 +42,7 @@ var updateCaptures = flag.Bool("update", false, "record the bundled captures thi
 // second's stream alone. With -update it writes the bundled capture the
 // demo page replays.
 func TestRecordSessions(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sessions-sctp.pcap")
-	if *updateCaptures {
-		path = filepath.Join("..", "web", "static", "captures", "sessions-sctp.pcap")
-	}
-	rec, err := capture.NewRecorder(path, capture.SCTP)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := recordTo(t, "sessions-sctp.pcap")
 	srv, cli := pinnedConfigs(t)
 	cli.Trace = rec.SCTPTrace
 	server, client := connect(t, srv, cli)
