@@ -216,11 +216,14 @@ func (s *Sender) send(h *Header, sgl [][]byte, n uint64) error {
 		// (RFC 5041 §4.1)
 		h.Last = sent == n
 		hdr := h.Append(s.hdr[:0])
-		if err := s.llp.WriteSegment(hdr, s.pieces); err != nil {
-			return err
-		}
+		// Observed before the LLP has the segment, so that an observer
+		// sees a Request sent before the Response it draws, which the
+		// reader may deliver while this call is still in WriteSegment.
 		if s.obs != nil {
 			s.obs.Observe(segmentEvent(trace.SegmentSent, s.stream, s.seq, h, uint32(want)))
+		}
+		if err := s.llp.WriteSegment(hdr, s.pieces); err != nil {
+			return err
 		}
 		s.seq++
 		if h.Last {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"testing"
+
+	"github.com/iwarpgo/iwarp/trace"
 )
 
 // recorder is an LLP that keeps every segment it is given.
@@ -361,4 +363,43 @@ func TestSendNow(t *testing.T) {
 	if !h.Tagged || h.STag != 7 || h.TO != 0x100 || !h.Last || h.RsvdULP[0] != 0x41 {
 		t.Errorf("tagged segment: %+v", h)
 	}
+}
+
+// TestSegmentSentBeforeLLP checks that a sent segment is observed before
+// the LLP has it: the peer may answer, and this end's reader report the
+// answer, while the sender is still inside WriteSegment, and an observer
+// must not see the answer to a Request before the Request.
+func TestSegmentSentBeforeLLP(t *testing.T) {
+	var seen []uint64 // the segments observed, by their TO
+	r := &recorder{mulpdu: 1500}
+	s := NewSender(&observedLLP{recorder: r, seen: &seen, t: t}, 3, 0, trace.Func(func(e trace.Event) {
+		if e.Kind == trace.SegmentSent {
+			seen = append(seen, e.TO)
+		}
+	}))
+	if err := s.SendTagged(0x40, 7, 16384, [][]byte{pattern(2048)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("%d segments observed, want 2", len(seen))
+	}
+}
+
+// observedLLP checks, as each segment arrives, that the observer has
+// already seen it.
+type observedLLP struct {
+	*recorder
+	seen *[]uint64
+	t    *testing.T
+}
+
+func (o *observedLLP) WriteSegment(hdr []byte, payload [][]byte) error {
+	h, _, err := ParseHeader(hdr)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if n := len(*o.seen); n == 0 || (*o.seen)[n-1] != h.TO {
+		o.t.Errorf("the LLP has the segment at TO %d before the observer saw it (observed %v)", h.TO, *o.seen)
+	}
+	return o.recorder.WriteSegment(hdr, payload)
 }

@@ -12,6 +12,14 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 	// Both the send goroutine and the receive goroutine complete work
 	// requests: reporting under qp.mu keeps the queue's order.
 	qp.mu.Lock()
+	qp.completeLocked(e, st, err)
+	qp.mu.Unlock()
+	signal(qp.sqChanged)
+}
+
+// completeLocked is complete for a caller that holds qp.mu and signals
+// qp.sqChanged after releasing it.
+func (qp *QueuePair) completeLocked(e *sqEntry, st Status, err error) {
 	e.done, e.status, e.err = true, st, err
 	for len(qp.sq) > 0 && qp.sq[0].done {
 		qp.report(qp.sq[0])
@@ -25,8 +33,6 @@ func (qp *QueuePair) complete(e *sqEntry, st Status, err error) {
 		// appends without allocating.
 		qp.sq = qp.sqBase[:0]
 	}
-	qp.mu.Unlock()
-	signal(qp.sqChanged)
 }
 
 // awaitsWire reports whether the send queue's next completion can come
@@ -100,10 +106,12 @@ func (qp *QueuePair) report(e *sqEntry) {
 			c.Op = WorkCompSwap
 		}
 	}
-	qp.cfg.SendCQ.push(c, false)
 	qp.traceCompletion(c)
+	qp.cfg.SendCQ.push(c, false)
 }
 
+// traceCompletion observes a completion before it goes on its queue, so
+// that an observer sees it before the ULP can poll it and act.
 func (qp *QueuePair) traceCompletion(c Completion) {
 	if qp.obs != nil {
 		qp.obs.Observe(trace.Event{Kind: trace.Completion, Stream: qp.cfg.StreamID, WRID: c.WRID, Status: uint8(c.Status), Len: c.ByteLen, Opcode: uint8(c.Op)})

@@ -221,15 +221,17 @@ func (qp *QueuePair) deliverReadResponse(d *ddp.Delivery) {
 	waited := qp.waitsForResponses()
 	qp.reads = dropFirst(qp.reads)
 	freed := waited && !qp.waitsForResponses()
+	// "An RDMA Read operation MUST NOT be Completed at the Local Peer
+	// until the DDP layer Delivers the associated incoming RDMA Read
+	// Response Message." (§5.5 rule 19) It completes under the same hold
+	// of qp.mu that ends it being outstanding, as an Atomic does.
+	qp.completeLocked(e, StatusSuccess, nil)
 	qp.mu.Unlock()
+	signal(qp.sqChanged)
 	if freed {
 		// A work request waited for this Read (the ORD, a Fence).
 		signal(qp.wake)
 	}
-	// "An RDMA Read operation MUST NOT be Completed at the Local Peer
-	// until the DDP layer Delivers the associated incoming RDMA Read
-	// Response Message." (§5.5 rule 19)
-	qp.complete(e, StatusSuccess, nil)
 }
 
 // failMessage stops the stream for an error found on a delivered message:
@@ -271,8 +273,8 @@ func (qp *QueuePair) deliverSend(op Opcode, d *ddp.Delivery) {
 }
 
 func (qp *QueuePair) pushRecv(c Completion, solicited bool) {
-	qp.cfg.RecvCQ.push(c, solicited)
 	qp.traceCompletion(c)
+	qp.cfg.RecvCQ.push(c, solicited)
 }
 
 func (qp *QueuePair) deliverReadRequest(d *ddp.Delivery) {
@@ -460,11 +462,15 @@ func (qp *QueuePair) deliverAtomicResponse(d *ddp.Delivery) {
 	waited := qp.waitsForResponses()
 	qp.atomics = dropFirst(qp.atomics)
 	freed := waited && !qp.waitsForResponses()
+	// Completed under the same hold of qp.mu, so that what observes this
+	// end sees the Request stop being outstanding before the one waiting
+	// for it goes.
+	qp.completeLocked(e, StatusSuccess, nil)
 	qp.mu.Unlock()
+	signal(qp.sqChanged)
 	if freed {
 		signal(qp.wake)
 	}
-	qp.complete(e, StatusSuccess, nil)
 }
 
 // deliverImmediate reports an Immediate Data message as a receive

@@ -20,7 +20,7 @@ type Kind uint8
 
 // The kinds of event.
 const (
-	SegmentSent      Kind = iota + 1 // DDP handed a segment to the LLP
+	SegmentSent      Kind = iota + 1 // DDP hands a segment to the LLP (observed as it does, before the peer can answer it)
 	SegmentPlaced                    // DDP placed a received segment's payload
 	MessageDelivered                 // DDP delivered a whole message to its ULP (RFC 5041 §5.4)
 	Completion                       // RDMAP put a completion on a completion queue
