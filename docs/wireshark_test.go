@@ -5,6 +5,7 @@ package docs_test
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,7 +249,28 @@ func TestLuaDissectorDTLS(t *testing.T) {
 	if !capturing() {
 		t.Skipf("tshark cannot capture on lo here:\n%s", stderr.String())
 	}
-	time.Sleep(time.Second) // dumpcap says so a little before it captures
+	// dumpcap says "Capturing on" a little before it captures: datagrams
+	// sent to the port until the capture grows show that it does.
+	probe, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	captured := func() bool {
+		fi, err := os.Stat(pcap)
+		if err != nil {
+			return false
+		}
+		before := fi.Size()
+		probe.Write([]byte("capture probe, not DTLS"))
+		return waitfor.Until(200*time.Millisecond, func() bool {
+			fi, err := os.Stat(pcap)
+			return err == nil && fi.Size() > before
+		})
+	}
+	if !waitfor.Until(20*time.Second, captured) {
+		t.Fatalf("the capture holds none of the probes sent to the port:\n%s", stderr.String())
+	}
 
 	p := dialServe(t, addr, "lab key")
 	s.next("connected")
@@ -261,7 +283,11 @@ func TestLuaDissectorDTLS(t *testing.T) {
 	p.close()
 	s.next("closed")
 	s.stop()
-	time.Sleep(300 * time.Millisecond) // let the last packets reach the capture
+	// A probe that reaches the capture was sent after the session's last
+	// packet, which is in the capture then too.
+	if !waitfor.Until(20*time.Second, captured) {
+		t.Fatalf("the capture holds none of the probes sent after the session:\n%s", stderr.String())
+	}
 	capture.Process.Signal(os.Interrupt)
 	select {
 	case <-done:
@@ -271,7 +297,7 @@ func TestLuaDissectorDTLS(t *testing.T) {
 
 	hello, _ := exec.Command(tshark, "-n", "-r", pcap, "-Y", "dtls.handshake.type == 1", "-T", "fields", "-e", "frame.number").Output()
 	if strings.TrimSpace(string(hello)) == "" {
-		t.Skip("the capture missed the DTLS handshake (dumpcap started late on a busy machine)")
+		t.Fatal("the capture holds no DTLS ClientHello")
 	}
 	script, _ := filepath.Abs("wireshark/ddp-sctp.lua")
 	out, err := exec.Command(tshark, "-n", "-r", pcap, "-o", "tls.keylog_file:"+keylog,

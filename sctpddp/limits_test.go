@@ -1144,7 +1144,10 @@ func TestHandshakeFlood(t *testing.T) {
 	}
 	f.run(to, rate, func(i int) []byte { return junks[i%len(junks)] })
 	f.run(to, rate, func(int) []byte { return hello })
-	time.Sleep(500 * time.Millisecond)
+	// The genuine client comes once half a second of the flood is in.
+	if !waitFor(10*time.Second, func() bool { return f.sent.Load() >= uint64(rate) }) {
+		t.Fatalf("the flood sent %d datagrams, not half a second's %d", f.sent.Load(), rate)
+	}
 
 	start := time.Now()
 	ctx := testCtx(t)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iwarpgo/iwarp"
 	"github.com/iwarpgo/iwarp/internal/udprelay"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/rdmap"
 	"github.com/iwarpgo/iwarp/sctpddp"
 )
@@ -92,7 +93,7 @@ func TestCommandsReportPeerDead(t *testing.T) {
 		r := udprelay.New(t, addr)
 		cl := startCmd(t, "perf", "--connect", relayURL(r), "--psk", "k", "--dead-peer", "1s", "--op", "write", "--size", "4096", "--duration", "60s")
 		cl.waitFor(t, `Write BW Test`, 20*time.Second)
-		time.Sleep(200 * time.Millisecond)
+		awaitTraffic(t, r)
 		r.Cut()
 		cut := time.Now()
 		cl.waitFor(t, peerDeadLine, 5*time.Second)
@@ -107,7 +108,7 @@ func TestCommandsReportPeerDead(t *testing.T) {
 		r := udprelay.New(t, addr)
 		cl := startCmd(t, "rping", "-c", "-d", "--psk", "k", "--dead-peer", "1s", relayURL(r))
 		cl.waitFor(t, `connected`, 20*time.Second)
-		time.Sleep(200 * time.Millisecond)
+		awaitTraffic(t, r)
 		r.Cut()
 		cl.waitFor(t, peerDeadLine, 5*time.Second)
 		srv.waitFor(t, peerDeadLine, 5*time.Second)
@@ -142,4 +143,12 @@ func TestCommandsReportPeerDead(t *testing.T) {
 			t.Fatalf("the client's stream ended with %v", err)
 		}
 	})
+}
+
+// awaitTraffic waits for the relay to carry the traffic of a session under
+// way, so that the cut falls in the middle of it.
+func awaitTraffic(t *testing.T, r *udprelay.Relay) {
+	t.Helper()
+	n := r.Carried()
+	waitfor.True(t, 10*time.Second, func() bool { return r.Carried() >= n+20 }, "the relay carried %d datagrams, no traffic", r.Carried()-n)
 }

@@ -16,8 +16,9 @@ import (
 // Relay forwards datagrams between the last client that sent to Addr and
 // the target. It closes when the test ends.
 type Relay struct {
-	pc  net.PacketConn
-	cut atomic.Bool
+	pc      net.PacketConn
+	cut     atomic.Bool
+	carried atomic.Int64
 }
 
 // New starts a relay to target ("host:port") on a loopback port.
@@ -45,6 +46,7 @@ func New(t testing.TB, target string) *Relay {
 			client.Store(&a)
 			if !r.cut.Load() {
 				up.Write(b[:n])
+				r.carried.Add(1)
 			}
 		}
 	}()
@@ -57,6 +59,7 @@ func New(t testing.TB, target string) *Relay {
 			}
 			if a := client.Load(); a != nil && !r.cut.Load() {
 				pc.WriteTo(b[:n], *a)
+				r.carried.Add(1)
 			}
 		}
 	}()
@@ -65,6 +68,10 @@ func New(t testing.TB, target string) *Relay {
 
 // Addr is the address clients send to.
 func (r *Relay) Addr() net.Addr { return r.pc.LocalAddr() }
+
+// Carried is the number of datagrams relayed so far, both ways: a test
+// cuts the path once traffic is seen on it.
+func (r *Relay) Carried() int64 { return r.carried.Load() }
 
 // Cut drops every datagram from now on, both ways.
 func (r *Relay) Cut() { r.cut.Store(true) }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // The receive window grows with what the streams' readers take, not with
@@ -35,15 +37,17 @@ func TestReceiveWindowFollowsReads(t *testing.T) {
 		}
 		sent <- nil
 	}()
-	// Nobody reads: the window stays where it started, and what the peer
-	// has delivered stays within it.
-	time.Sleep(300 * time.Millisecond)
-	if w := b.ReceiveWindow(); w != start {
-		t.Fatalf("receive window %d with nothing read, want %d", w, start)
-	}
 	in, err := b.OpenStream(1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Nobody reads: the peer sends until the window is full, the window
+	// stays where it started, and what the peer has delivered stays
+	// within it.
+	waitfor.True(t, 10*time.Second, func() bool { return in.queuedBytes() >= start-len(msg) },
+		"%d bytes arrived for a window of %d", in.queuedBytes(), start)
+	if w := b.ReceiveWindow(); w != start {
+		t.Fatalf("receive window %d with nothing read, want %d", w, start)
 	}
 	if held := in.queuedBytes(); held > start {
 		t.Fatalf("%d bytes held unread beyond the window of %d", held, start)

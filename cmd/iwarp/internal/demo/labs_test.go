@@ -15,6 +15,7 @@ import (
 
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/demo"
 	wpeer "github.com/iwarpgo/iwarp/internal/peer"
+	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/web"
 )
 
@@ -181,13 +182,8 @@ func TestLabDemoObservations(t *testing.T) {
 		waitGo(t, ctx, p, "the Read Request", func(e wpeer.Event) bool {
 			return e.Kind == "segment-placed" && !e.Tagged && e.QN == 1 && e.Op == "RDMA Read Request"
 		})
-		deadline := time.Now().Add(10 * time.Second)
-		for string(q.Regions()[0].Data[:16]) != "hello, placement" {
-			if time.Now().After(deadline) {
-				t.Fatalf("the Read sink: %q", q.Regions()[0].Data[:16])
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.True(t, 10*time.Second, func() bool { return string(q.Regions()[0].Data[:16]) == "hello, placement" },
+			"the Read sink: %q", q.Regions()[0].Data[:16])
 		// Step 6: a Send with no buffer left terminates the stream.
 		if _, err := q.Send([]byte("one too many"), false, 0); err != nil {
 			t.Fatal(err)
