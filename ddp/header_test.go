@@ -24,8 +24,9 @@ var goldenHeaders = []struct {
 	wire string
 }{
 	{
-		// seeds/000 §3.4, last segment: T=1 L=1 DV=1, RDMA Write (RV=1,
-		// opcode 0 → 0x40), STag 0x1234, TO 0x2800.
+		// The last segment of the worked RDMA Write
+		// (TestSegmentWorkedTaggedExample): T=1 L=1 DV=1, RDMA Write
+		// (RV=1, opcode 0 → 0x40), STag 0x1234, TO 0x2800.
 		name: "tagged last",
 		h:    Header{Tagged: true, Last: true, DV: 1, RsvdULP: [5]byte{0x40}, STag: 0x1234, TO: 0x2800},
 		wire: "c1 40 00001234 0000000000002800",
@@ -36,7 +37,8 @@ var goldenHeaders = []struct {
 		wire: "81 42 deadbe01 0102030405060708",
 	},
 	{
-		// seeds/000 §4.5, first segment: T=0 L=0, Send (0x43), QN 0,
+		// The first segment of the worked Send
+		// (TestSegmentWorkedUntaggedExample): T=0 L=0, Send (0x43), QN 0,
 		// MSN 47, MO 0.
 		name: "untagged first",
 		h:    Header{DV: 1, RsvdULP: [5]byte{0x43}, QN: 0, MSN: 47, MO: 0},

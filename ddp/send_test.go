@@ -143,9 +143,9 @@ func TestSegmentRFCTaggedExample(t *testing.T) {
 	checkSegs(t, r, Header{Tagged: true, RsvdULP: [5]byte{0x40}, STag: 0x1234, TO: 16384}, []wantSeg{{false, 16384, 1486}, {true, 17870, 562}}, msg)
 }
 
-// seeds/000 §3.4: an RDMA Write of 8192 octets in 2048-octet payloads,
+// A worked example: an RDMA Write of 8192 octets in 2048-octet payloads,
 // from TO 0x1000.
-func TestSegmentSeedTaggedExample(t *testing.T) {
+func TestSegmentWorkedTaggedExample(t *testing.T) {
 	r := &recorder{mulpdu: 2048 + TaggedHeaderLen}
 	s := NewSender(r, 3, 0, nil)
 	msg := pattern(8192)
@@ -155,10 +155,9 @@ func TestSegmentSeedTaggedExample(t *testing.T) {
 	checkSegs(t, r, Header{Tagged: true, RsvdULP: [5]byte{0x40}, STag: 0x1234, TO: 0x1000}, []wantSeg{{false, 0x1000, 2048}, {false, 0x1800, 2048}, {false, 0x2000, 2048}, {true, 0x2800, 2048}}, msg)
 }
 
-// seeds/000 §4.5: a Send of 6000 octets in 2048-octet payloads; its MSN
-// there is 47, so 46 messages go first (the seed's MSN rule is corrected
-// to the RFC's: the first MSN is one).
-func TestSegmentSeedUntaggedExample(t *testing.T) {
+// A worked Send: 6000 octets in 2048-octet payloads with
+// MSN 47, so 46 messages go first (the first MSN is one, RFC 5041 §4.3).
+func TestSegmentWorkedUntaggedExample(t *testing.T) {
 	r := &recorder{mulpdu: 2048 + UntaggedHeaderLen}
 	s := NewSender(r, 3, 0, nil)
 	for i := 0; i < 46; i++ {

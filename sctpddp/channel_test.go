@@ -290,7 +290,7 @@ func TestChannelStreamWrites(t *testing.T) {
 }
 
 // Sending a DDP Segment allocates nothing once the stream's buffer has
-// grown (STYLE.md: hot paths allocation-free): the Chunker frames it in
+// grown (the data path allocates nothing): the Chunker frames it in
 // place and the transport copies it.
 func TestChunkerAllocs(t *testing.T) {
 	var sent int

@@ -54,7 +54,7 @@ func (s *recvSteady) packet(now time.Time) {
 }
 
 // TestRecvAllocs: receiving an unfragmented DATA chunk and building a SACK
-// in steady state allocate nothing (STYLE.md: hot paths allocation-free).
+// in steady state allocate nothing, as the data path must.
 func TestRecvAllocs(t *testing.T) {
 	s := newRecvSteady(t, 1200)
 	now := recvT0
