@@ -109,6 +109,14 @@ func TestWordBesideRemoteAtomics(t *testing.T) {
 			close(stop)
 			t.Fatalf("completion %+v", c)
 		}
+		if completed%100 == 0 {
+			// On a loaded machine the adder may get no CPU while the
+			// FetchAdds run: every hundredth time, the next FetchAdd
+			// waits for a local add, so that some fall between them.
+			for l := local.Load(); local.Load() == l; {
+				runtime.Gosched()
+			}
+		}
 	}
 	close(stop)
 	<-done

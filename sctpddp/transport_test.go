@@ -11,33 +11,24 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/iwarpgo/iwarp/ddp"
-	"github.com/iwarpgo/iwarp/internal/waitfor"
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 	"github.com/iwarpgo/iwarp/sctpddp/wire"
 )
 
-// checkGoroutines fails the test if, after cleanup, more goroutines run
-// than before it. pion's timers and loops end shortly after Close, so it
-// polls for a while. A pion read-deadline timer (one goroutine per
-// stream, ending at its deadline, at most RetiredStreamTimeout away) is
-// not counted: one has been seen to outlive its association's close.
+// checkGoroutines fails the test if a goroutine it started outlives it
+// (leaktest.Check). pion's timers and loops end shortly after Close. A
+// pion read-deadline timer (one goroutine per stream, ending at its
+// deadline, at most RetiredStreamTimeout away) is not counted: one has
+// been seen to outlive its association's close.
 func checkGoroutines(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine() - deadlineTimers()
-	t.Cleanup(func() {
-		left := func() int { return runtime.NumGoroutine() - deadlineTimers() }
-		if !waitfor.Until(5*time.Second, func() bool { return left() <= before }) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines after the test, %d before:\n%s", left(), before, buf)
-		}
-	})
+	leaktest.Check(t, pionDeadlineTimer)
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -710,9 +701,6 @@ func TestShutdownDelivers(t *testing.T) {
 	}
 }
 
-// deadlineTimers counts the goroutines of pion's Stream.SetReadDeadline.
-func deadlineTimers() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "sctp.(*Stream).SetReadDeadline.func1")
-}
+// pionDeadlineTimer is the function of pion/sctp's read-deadline timer
+// goroutine.
+const pionDeadlineTimer = "sctp.(*Stream).SetReadDeadline.func1"

@@ -4,16 +4,17 @@ package sctp
 
 import (
 	"errors"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 )
 
 // TestAssocDeadPeer has the server vanish without a word: the client's
 // HEARTBEATs go unanswered and it reports ErrDeadPeer within
 // DeadPeerTimeout.
 func TestAssocDeadPeer(t *testing.T) {
-	g := runtime.NumGoroutine()
+	leaktest.Check(t)
 	c, s := udpPair(t)
 	cfg := Config{HeartbeatInterval: 50 * time.Millisecond, DeadPeerTimeout: 500 * time.Millisecond}
 	a, b := assocPair(t, c, s, cfg, Config{})
@@ -30,5 +31,4 @@ func TestAssocDeadPeer(t *testing.T) {
 	}
 	t.Logf("reported dead after %v", time.Since(start))
 	a.Close()
-	checkGoroutines(t, g)
 }

@@ -7,12 +7,11 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/iwarpgo/iwarp/internal/waitfor"
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 )
 
 // udpPair returns two UDP sockets on 127.0.0.1 connected to each other.
@@ -151,7 +150,7 @@ func exchange(t *testing.T, a, b *Association, count, maxLen int, streams uint16
 }
 
 func TestAssocUDP(t *testing.T) {
-	g := runtime.NumGoroutine()
+	leaktest.Check(t)
 	c, s := udpPair(t)
 	a, b := assocPair(t, c, s, Config{}, Config{})
 	exchange(t, a, b, 300, 64<<10, 5, 15*time.Second)
@@ -162,15 +161,5 @@ func TestAssocUDP(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("peer Close: %v", err)
-	}
-	checkGoroutines(t, g)
-}
-
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	waitfor.Until(2*time.Second, func() bool { return runtime.NumGoroutine() <= before })
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("%d goroutines left, %d before\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
