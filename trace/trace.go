@@ -20,7 +20,7 @@ type Kind uint8
 
 // The kinds of event.
 const (
-	SegmentSent      Kind = iota + 1 // DDP hands a segment to the LLP (observed as it does, before the peer can answer it)
+	SegmentSent      Kind = iota + 1 // DDP hands a segment to the LLP: observed before the LLP has it, or, written at once (ddp.NowWriter), as soon as it has
 	SegmentPlaced                    // DDP placed a received segment's payload
 	MessageDelivered                 // DDP delivered a whole message to its ULP (RFC 5041 §5.4)
 	Completion                       // RDMAP put a completion on a completion queue
