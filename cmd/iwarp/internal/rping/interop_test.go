@@ -26,7 +26,15 @@ import (
 	"github.com/iwarpgo/iwarp/term"
 )
 
-func TestMain(m *testing.M) { os.Exit(linuxguest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := linuxguest.Main(m)
+	if builtIwarp {
+		if bin, err := iwarpBinary(); err == nil {
+			os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
+}
 
 // siwDelay is the pause our initiator makes between siw's MPA Reply and
 // its first FPDU (mpa.Config.FirstFPDUDelay): siw's responder sends the
@@ -1019,8 +1027,13 @@ func TestRpingInteropManyConnections(t *testing.T) {
 	})
 }
 
+// builtIwarp says iwarpBinary has built the command, which TestMain
+// removes when every test (each -count) has run.
+var builtIwarp bool
+
 // iwarpBinary builds cmd/iwarp once for the tests that run it.
 var iwarpBinary = sync.OnceValues(func() (string, error) {
+	builtIwarp = true
 	dir, err := os.MkdirTemp("", "rping-iwarp-")
 	if err != nil {
 		return "", err
@@ -1042,7 +1055,6 @@ func TestRpingInteropCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	dump := func(t *testing.T, file string) {
 		t.Helper()
 		out, err := exec.Command(bin, "dump", file).CombinedOutput()
