@@ -112,16 +112,8 @@ func (e *labEnv) runBlock(block string) {
 			}
 			j := jobs[len(jobs)-1]
 			want := strings.TrimPrefix(line, "# ready: ")
-			exited := func() bool {
-				select {
-				case <-j.done:
-					return true
-				default:
-					return false
-				}
-			}
 			printed := func() bool { return strings.Contains(j.out.String(), want) }
-			if !waitfor.Until(60*time.Second, func() bool { return printed() || exited() }) {
+			if !waitfor.Until(60*time.Second, func() bool { return printed() || closed(j.done) }) {
 				t.Fatalf("%s did not print %q:\n%s", lastCmd, want, j.out.String())
 			}
 			if !printed() {
@@ -130,10 +122,8 @@ func (e *labEnv) runBlock(block string) {
 			// A job that printed the text in an error ("listening on
 			// ...: address already in use") and exited is not ready.
 			time.Sleep(50 * time.Millisecond)
-			select {
-			case <-j.done:
+			if closed(j.done) {
 				t.Fatalf("%s exited after printing %q:\n%s", lastCmd, want, j.out.String())
-			default:
 			}
 		case strings.HasPrefix(line, "$ "):
 			cmdline := strings.TrimPrefix(line, "$ ")
@@ -231,4 +221,14 @@ func fencedLabBlocks(md string) []string {
 		}
 	}
 	return blocks
+}
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

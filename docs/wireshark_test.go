@@ -235,15 +235,7 @@ func TestLuaDissectorDTLS(t *testing.T) {
 		<-done
 	}()
 	capturing := func() bool { return strings.Contains(stderr.String(), "Capturing on") }
-	exited := func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	}
-	if !waitfor.Until(10*time.Second, func() bool { return capturing() || exited() }) {
+	if !waitfor.Until(10*time.Second, func() bool { return capturing() || closed(done) }) {
 		t.Skipf("tshark did not start capturing:\n%s", stderr.String())
 	}
 	if !capturing() {

@@ -23,7 +23,7 @@ const (
 	SegmentSent      Kind = iota + 1 // DDP hands a segment to the LLP: observed before the LLP has it, or, written at once (ddp.NowWriter), as soon as it has
 	SegmentPlaced                    // DDP placed a received segment's payload
 	MessageDelivered                 // DDP delivered a whole message to its ULP (RFC 5041 §5.4)
-	Completion                       // RDMAP put a completion on a completion queue
+	Completion                       // RDMAP completes a work request (observed before the completion goes on its queue)
 	Terminate                        // a Terminate was sent or received (Err says which triple)
 	StateChange                      // a stream changed state (State)
 	Error                            // an error was detected (Err)

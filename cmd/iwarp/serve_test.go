@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/admission"
 	"github.com/iwarpgo/iwarp/cmd/iwarp/internal/responder"
 	"github.com/iwarpgo/iwarp/ddp"
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 	"github.com/iwarpgo/iwarp/internal/waitfor"
 	"github.com/iwarpgo/iwarp/mpa"
 	"github.com/iwarpgo/iwarp/rdmap"
@@ -184,20 +184,17 @@ func TestServeConcurrentAndSIGINT(t *testing.T) {
 // behind, over either transport.
 func TestDialNoLeak(t *testing.T) {
 	for _, url := range []string{"tcp://127.0.0.1:0", "sctp://127.0.0.1:0"} {
-		s := startServe(t, "--listen", url, "--mr-size", "4096")
-		before := runtime.NumGoroutine()
-		for range 3 {
-			cl := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
-			s.next("connected")
-			cl.close()
-			s.next("closed")
-		}
-		waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			t.Errorf("%s: %d goroutines, %d before\n%s", url, n, before, buf[:runtime.Stack(buf, true)])
-		}
-		s.stop()
+		t.Run(url, func(t *testing.T) {
+			s := startServe(t, "--listen", url, "--mr-size", "4096")
+			leaktest.Check(t)
+			for range 3 {
+				cl := dialServer(t, s.url, endpoint.Flags{Fingerprint: s.fp})
+				s.next("connected")
+				cl.close()
+				s.next("closed")
+			}
+			s.stop()
+		})
 	}
 }
 

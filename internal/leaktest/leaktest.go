@@ -7,8 +7,6 @@
 package leaktest
 
 import (
-	"bytes"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,19 +46,6 @@ func Check(t testing.TB, ignore ...string) {
 	})
 }
 
-// stacks returns every goroutine's stack, as runtime.Stack prints them:
-// records apart by blank lines, each beginning "goroutine N [state]:".
-func stacks() []string {
-	buf := make([]byte, 64<<10)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Split(string(bytes.TrimSpace(buf[:n])), "\n\n")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
 // id is the goroutine number of a stack record, 0 if it has none.
 func id(record string) uint64 {
 	rest, ok := strings.CutPrefix(record, "goroutine ")
@@ -75,7 +60,7 @@ func id(record string) uint64 {
 // running returns the numbers of the goroutines running now.
 func running() map[uint64]bool {
 	ids := map[uint64]bool{}
-	for _, r := range stacks() {
+	for _, r := range waitfor.Goroutines() {
 		ids[id(r)] = true
 	}
 	return ids
@@ -91,7 +76,7 @@ var runtimeOwn = []string{"runtime.handleEvent("}
 func started(before map[uint64]bool, ignore []string) []string {
 	var out []string
 next:
-	for _, r := range stacks() {
+	for _, r := range waitfor.Goroutines() {
 		if before[id(r)] {
 			continue
 		}

@@ -1,6 +1,7 @@
 package waitfor
 
 import (
+	"bytes"
 	"runtime"
 	"strings"
 )
@@ -11,9 +12,7 @@ import (
 // read is blocked, such as setting the deadline or closing that must
 // wake it.
 func Blocked(creator, fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range Goroutines() {
 		header, _, _ := strings.Cut(g, "\n")
 		waiting := strings.Contains(header, "[select") || strings.Contains(header, "[chan receive") || strings.Contains(header, "[IO wait")
 		if waiting && strings.Contains(g, fn) && strings.Contains(g, "created by "+creator) {
@@ -21,4 +20,17 @@ func Blocked(creator, fn string) bool {
 		}
 	}
 	return false
+}
+
+// Goroutines returns every goroutine's stack as runtime.Stack prints it,
+// one record each, beginning "goroutine N [state]:".
+func Goroutines() []string {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(bytes.TrimSpace(buf[:n])), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

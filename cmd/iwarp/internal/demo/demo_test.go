@@ -6,13 +6,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iwarpgo/iwarp/internal/leaktest"
 	"github.com/iwarpgo/iwarp/internal/peer"
-	"github.com/iwarpgo/iwarp/internal/waitfor"
 )
 
 // get fetches path with the given headers, without the Transport's own
@@ -134,7 +133,7 @@ func TestWasmContentNegotiation(t *testing.T) {
 func TestGoPeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	before := runtime.NumGoroutine()
+	leaktest.Check(t)
 	s := startServer(t, Config{})
 	func() {
 		ps := dialPage(t, ctx, s.url, 48, 1, nil)
@@ -181,14 +180,9 @@ func TestGoPeer(t *testing.T) {
 			t.Fatal("the page side's queue pair did not terminate")
 		}
 	}()
+	// Every goroutine of the Go peer and the server ends (leaktest;
+	// pion's own may take a moment to wind down).
 	s.stop()
-	// Every goroutine of the Go peer and the server has ended (pion's
-	// own may take a moment to wind down).
-	waitfor.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 })
-	if n := runtime.NumGoroutine(); n > before+2 {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines left (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
 }
 
 // TestFaults provokes each of the page's fault buttons against the Go

@@ -69,8 +69,7 @@ func resultLine(out string, size, iters int) []float64 {
 // measurement: every figure zero, infinite or NaN. Under QEMU's emulation
 // on a loaded host perftest's cycle counter and the CPU frequency it
 // measures can disagree; it then prints zeros for bandwidth and inf or
-// -nan for latency (each seen in full test runs). There is nothing of
-// ours in such a line to judge.
+// -nan for latency. There is nothing of ours in such a line to judge.
 func clockFailed(line []float64) bool {
 	if len(line) == 0 {
 		return false
